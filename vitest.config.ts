@@ -1,0 +1,45 @@
+import path from "node:path";
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+
+// Two projects: everything under test/unit and test/integration runs inside workerd with
+// per-file isolated storage; test/e2e runs in Node and drives a real `wrangler dev`.
+export default defineConfig(async () => {
+  const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
+  return {
+    test: {
+      projects: [
+        {
+          plugins: [
+            cloudflareTest({
+              wrangler: { configPath: "./wrangler.toml" },
+              miniflare: {
+                bindings: {
+                  TEST_MIGRATIONS: migrations,
+                  GATEWAY_TOKEN: "test-token",
+                  HOOKS_TOKEN: "test-hooks-token",
+                  DEV_CONNECTOR_SECRET: "test-connector-secret",
+                },
+              },
+            }),
+          ],
+          test: {
+            name: "workers",
+            include: ["test/unit/**/*.test.ts", "test/integration/**/*.test.ts"],
+            setupFiles: ["./test/integration/apply-migrations.ts"],
+          },
+        },
+        {
+          test: {
+            name: "e2e",
+            environment: "node",
+            include: ["test/e2e/**/*.test.ts"],
+            testTimeout: 120_000,
+            hookTimeout: 180_000,
+            fileParallelism: false,
+          },
+        },
+      ],
+    },
+  };
+});

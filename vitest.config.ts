@@ -2,6 +2,16 @@ import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 
+/** The config integration tests run with; tests that need another one pass their own env. */
+export const TEST_CONFIG = {
+  connectors: {
+    telegram: { deliverUrl: "https://connector.test/telegram", secretEnv: "DEV_CONNECTOR_SECRET" },
+    slack: { deliverUrl: "https://connector.test/slack", secretEnv: "DEV_CONNECTOR_SECRET" },
+  },
+  delivery: { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200 },
+  models: { retry: { attempts: 3, baseDelayMs: 1 } },
+};
+
 // Two projects: everything under test/unit and test/integration runs inside workerd with
 // per-file isolated storage; test/e2e runs in Node and drives a real `wrangler dev`.
 export default defineConfig(async () => {
@@ -16,6 +26,7 @@ export default defineConfig(async () => {
               miniflare: {
                 bindings: {
                   TEST_MIGRATIONS: migrations,
+                  SWITCHBOARD_CONFIG: JSON.stringify(TEST_CONFIG),
                   GATEWAY_TOKEN: "test-token",
                   HOOKS_TOKEN: "test-hooks-token",
                   DEV_CONNECTOR_SECRET: "test-connector-secret",

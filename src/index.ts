@@ -1,9 +1,12 @@
-import { DurableObject } from "cloudflare:workers";
+/** Worker entry: the HTTP app, the cron handler and the SessionActor Durable Object class. */
+import { runScheduled } from "./cron/scheduled";
+import { app } from "./http/app";
 
-export class SessionActor extends DurableObject<Env> {}
+export { SessionActor } from "./session/actor";
 
 export default {
-  async fetch() {
-    return new Response("starting", { status: 503 });
+  fetch: app.fetch,
+  async scheduled(controller, env, ctx) {
+    ctx.waitUntil(runScheduled(controller, env));
   },
 } satisfies ExportedHandler<Env>;

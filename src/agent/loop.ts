@@ -1,0 +1,173 @@
+/**
+ * The agent loop: model steps and tool calls until the model stops or `maxSteps` is reached.
+ *
+ * The loop is resumable. Everything a run has produced so far lives in a checkpoint, and the
+ * caller persists the checkpoint before the produced message is appended to the transcript.
+ * Given the same checkpoint the loop continues where it stopped: pending tool calls are run,
+ * then the next model step. A model step cut off mid-call is simply made again.
+ */
+import { generateText, type LanguageModel, type ToolSet, tool } from "ai";
+import { type ContentPart, type TranscriptMessage, textOf, toModelMessages } from "../session/transcript";
+import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
+import type { AgentTool, ToolContext } from "./tools";
+
+export interface RunCheckpoint {
+  /** Model steps completed. */
+  step: number;
+  /** Messages this run produced (assistant and tool results), in order. */
+  produced: TranscriptMessage[];
+  inputTokens: number;
+  outputTokens: number;
+  /** Prompt + completion tokens of the latest model call. */
+  lastCallTokens: number;
+}
+
+export function emptyCheckpoint(): RunCheckpoint {
+  return { step: 0, produced: [], inputTokens: 0, outputTokens: 0, lastCallTokens: 0 };
+}
+
+export interface AgentLoopInput {
+  runId: string;
+  model: LanguageModel;
+  modelRef: string;
+  system: string;
+  /** Prior transcript plus this run's input messages. */
+  history: TranscriptMessage[];
+  tools: AgentTool[];
+  maxSteps: number;
+  keepToolResults: number;
+  retry: RetryPolicy;
+  signal: AbortSignal;
+  checkpoint: RunCheckpoint;
+  toolContext: Omit<ToolContext, "toolCallId">;
+  /** Persist the checkpoint (durably) and append the new messages to the transcript. */
+  persist(checkpoint: RunCheckpoint, appended: TranscriptMessage[]): Promise<void>;
+}
+
+export interface AgentLoopResult {
+  reply: string;
+  checkpoint: RunCheckpoint;
+  /** True when the loop ended because maxSteps was reached with tool calls still wanted. */
+  stepLimitReached: boolean;
+}
+
+export class ProviderError extends Error {}
+
+function pendingToolCalls(produced: TranscriptMessage[]): Array<Extract<ContentPart, { type: "toolCall" }>> {
+  const last = [...produced].reverse().find((m) => m.role === "assistant");
+  if (!last) return [];
+  const done = new Set(produced.filter((m) => m.role === "toolResult").map((m) => m.toolCallId));
+  return last.content.filter(
+    (p): p is Extract<ContentPart, { type: "toolCall" }> => p.type === "toolCall" && !done.has(p.id),
+  );
+}
+
+function toolSet(tools: AgentTool[]): ToolSet {
+  const set: ToolSet = {};
+  for (const t of tools) set[t.name] = tool({ description: t.description, inputSchema: t.schema });
+  return set;
+}
+
+async function runTool(
+  call: { id: string; name: string; arguments: unknown },
+  input: AgentLoopInput,
+): Promise<{ text: string; isError: boolean }> {
+  const def = input.tools.find((t) => t.name === call.name);
+  if (!def)
+    return { text: JSON.stringify({ status: "error", error: `unknown tool "${call.name}"` }), isError: true };
+  const parsed = def.schema.safeParse(call.arguments ?? {});
+  if (!parsed.success) {
+    const detail = parsed.error.issues
+      .map((i) => `${i.path.join(".") || "(arguments)"}: ${i.message}`)
+      .join("; ");
+    return {
+      text: JSON.stringify({ status: "error", error: `invalid arguments: ${detail}` }),
+      isError: true,
+    };
+  }
+  try {
+    const result = await def.execute(parsed.data, { ...input.toolContext, toolCallId: call.id });
+    return { text: JSON.stringify(result ?? null), isError: false };
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    return { text: JSON.stringify({ status: "error", error: message }), isError: true };
+  }
+}
+
+export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResult> {
+  const cp = input.checkpoint;
+  const tools = toolSet(input.tools);
+  for (;;) {
+    input.signal.throwIfAborted();
+    const pending = pendingToolCalls(cp.produced);
+    if (pending.length > 0) {
+      for (const call of pending) {
+        input.signal.throwIfAborted();
+        const result = await runTool(call, input);
+        const message: TranscriptMessage = {
+          id: `${input.runId}:s${cp.step}:t:${call.id}`,
+          role: "toolResult",
+          content: [{ type: "text", text: result.text }],
+          toolCallId: call.id,
+          toolName: call.name,
+          isError: result.isError,
+          timestamp: Date.now(),
+          runId: input.runId,
+        };
+        cp.produced.push(message);
+        await input.persist(cp, [message]);
+      }
+      continue;
+    }
+    const lastProduced = cp.produced[cp.produced.length - 1];
+    const finished = lastProduced?.role === "assistant";
+    if (finished || cp.step >= input.maxSteps) {
+      const lastAssistant = [...cp.produced].reverse().find((m) => m.role === "assistant");
+      return {
+        reply: lastAssistant ? textOf(lastAssistant).trim() : "",
+        checkpoint: cp,
+        stepLimitReached: !finished,
+      };
+    }
+
+    const messages = toModelMessages([...input.history, ...cp.produced], input.keepToolResults);
+    let result: Awaited<ReturnType<typeof generateText>>;
+    try {
+      result = await withRetries(input.retry, input.signal, () =>
+        generateText({
+          model: input.model,
+          system: input.system,
+          messages,
+          tools: input.tools.length ? tools : undefined,
+          maxRetries: 0,
+          abortSignal: input.signal,
+        }),
+      );
+    } catch (error) {
+      if (input.signal.aborted) throw input.signal.reason;
+      throw new ProviderError(describeProviderError(error));
+    }
+    const content: ContentPart[] = [];
+    if (result.text) content.push({ type: "text", text: result.text });
+    for (const call of result.toolCalls) {
+      content.push({ type: "toolCall", id: call.toolCallId, name: call.toolName, arguments: call.input });
+    }
+    const inTokens = result.usage.inputTokens ?? 0;
+    const outTokens = result.usage.outputTokens ?? 0;
+    const message: TranscriptMessage = {
+      id: `${input.runId}:s${cp.step}:a`,
+      role: "assistant",
+      content,
+      timestamp: Date.now(),
+      runId: input.runId,
+      model: input.modelRef,
+      usage: { inputTokens: inTokens, outputTokens: outTokens, totalTokens: inTokens + outTokens },
+    };
+    cp.step++;
+    cp.inputTokens += inTokens;
+    cp.outputTokens += outTokens;
+    cp.lastCallTokens = inTokens + outTokens;
+    cp.produced.push(message);
+    await input.persist(cp, [message]);
+  }
+}

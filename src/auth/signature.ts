@@ -1,0 +1,78 @@
+/**
+ * Connector request signatures (SPEC §14): `x-switchboard-signature: t=<unix seconds>,v1=<hex
+ * HMAC-SHA256 of "<t>.<raw body>">`. Used to verify inbound webhooks and to sign deliveries.
+ */
+export const SIGNATURE_HEADER = "x-switchboard-signature";
+export const MAX_SKEW_SECONDS = 300;
+
+const encoder = new TextEncoder();
+
+async function hmacHex(secret: string, message: string): Promise<string> {
+  const key = await crypto.subtle.importKey(
+    "raw",
+    encoder.encode(secret),
+    { name: "HMAC", hash: "SHA-256" },
+    false,
+    ["sign"],
+  );
+  const mac = await crypto.subtle.sign("HMAC", key, encoder.encode(message));
+  return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+export async function signBody(secret: string, body: string, nowMs = Date.now()): Promise<string> {
+  const t = Math.floor(nowMs / 1000);
+  return `t=${t},v1=${await hmacHex(secret, `${t}.${body}`)}`;
+}
+
+/** Constant-time string comparison (hashes both sides so lengths do not leak either). */
+export async function safeEqual(a: string, b: string): Promise<boolean> {
+  const [ha, hb] = await Promise.all([
+    crypto.subtle.digest("SHA-256", encoder.encode(a)),
+    crypto.subtle.digest("SHA-256", encoder.encode(b)),
+  ]);
+  return crypto.subtle.timingSafeEqual(ha, hb) && a.length === b.length;
+}
+
+export type SignatureCheck = { ok: true } | { ok: false; reason: string };
+
+export async function verifySignature(
+  secret: string,
+  header: string | null | undefined,
+  body: string,
+  nowMs = Date.now(),
+): Promise<SignatureCheck> {
+  if (!header) return { ok: false, reason: `missing ${SIGNATURE_HEADER} header` };
+  const fields = new Map<string, string>();
+  for (const part of header.split(",")) {
+    const eq = part.indexOf("=");
+    if (eq > 0) fields.set(part.slice(0, eq).trim(), part.slice(eq + 1).trim());
+  }
+  const t = fields.get("t");
+  const v1 = fields.get("v1");
+  if (!t || !/^\d+$/.test(t) || !v1) {
+    return {
+      ok: false,
+      reason: `malformed ${SIGNATURE_HEADER} header: expected t=<unix seconds>,v1=<hex hmac>`,
+    };
+  }
+  const skew = Math.abs(nowMs / 1000 - Number(t));
+  if (skew > MAX_SKEW_SECONDS) {
+    return {
+      ok: false,
+      reason: `signature timestamp is ${Math.round(skew)}s away from now (max ${MAX_SKEW_SECONDS}s)`,
+    };
+  }
+  const expected = await hmacHex(secret, `${t}.${body}`);
+  if (!(await safeEqual(expected, v1.toLowerCase())))
+    return { ok: false, reason: "signature does not match" };
+  return { ok: true };
+}
+
+/** A stable UUID derived from a string (SHA-256, version nibble 8): same input, same id. */
+export async function stableUuid(input: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", encoder.encode(input)));
+  digest[6] = ((digest[6] ?? 0) & 0x0f) | 0x80;
+  digest[8] = ((digest[8] ?? 0) & 0x3f) | 0x80;
+  const hex = [...digest.slice(0, 16)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20, 32)}`;
+}

@@ -1,0 +1,373 @@
+/**
+ * Named D1 queries. Every query here is served by an index (see schema.ts); writes are
+ * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
+ */
+import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, or, type SQL, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import type { TranscriptMessage } from "../session/transcript";
+import * as schema from "./schema";
+
+export type SessionRow = typeof schema.sessions.$inferSelect;
+export type RunRow = typeof schema.runs.$inferSelect;
+export type DeliveryRow = typeof schema.deliveries.$inferSelect;
+
+export interface DeliveryContext {
+  channel: string;
+  to: string;
+  accountId: string;
+  threadId?: string;
+}
+
+export interface Origin {
+  label?: string;
+  provider?: string;
+  from?: string;
+  to?: string;
+  accountId?: string;
+  threadId?: string;
+}
+
+export function database(env: Env) {
+  return drizzle(env.DB, { schema });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sessions
+
+export async function upsertSession(env: Env, row: SessionRow): Promise<void> {
+  const { key, ...rest } = row;
+  await database(env)
+    .insert(schema.sessions)
+    .values(row)
+    .onConflictDoUpdate({ target: schema.sessions.key, set: rest });
+}
+
+export async function getSession(env: Env, key: string): Promise<SessionRow | undefined> {
+  return database(env).select().from(schema.sessions).where(eq(schema.sessions.key, key)).get();
+}
+
+export async function getSessionBySessionId(env: Env, sessionId: string): Promise<SessionRow | undefined> {
+  return database(env).select().from(schema.sessions).where(eq(schema.sessions.sessionId, sessionId)).get();
+}
+
+export async function getSessionByLabel(env: Env, label: string, agentId?: string): Promise<SessionRow[]> {
+  const where = agentId
+    ? and(eq(schema.sessions.label, label), eq(schema.sessions.agentId, agentId))
+    : eq(schema.sessions.label, label);
+  return database(env).select().from(schema.sessions).where(where).limit(2).all();
+}
+
+export async function transcriptOwner(env: Env, sessionId: string) {
+  return database(env)
+    .select()
+    .from(schema.transcripts)
+    .where(eq(schema.transcripts.sessionId, sessionId))
+    .get();
+}
+
+export async function recordTranscript(env: Env, sessionId: string, sessionKey: string, now: number) {
+  await database(env)
+    .insert(schema.transcripts)
+    .values({ sessionId, sessionKey, createdAt: now })
+    .onConflictDoNothing()
+    .run();
+}
+
+export async function deleteSessionRows(env: Env, key: string, deleteTranscript: boolean): Promise<void> {
+  const db = database(env);
+  if (!deleteTranscript) {
+    await db.delete(schema.sessions).where(eq(schema.sessions.key, key)).run();
+    return;
+  }
+  const ids = await db
+    .select({ sessionId: schema.transcripts.sessionId })
+    .from(schema.transcripts)
+    .where(eq(schema.transcripts.sessionKey, key))
+    .all();
+  // Chunked: each statement stays well under D1's bound-parameter limit.
+  const statements = [];
+  for (let i = 0; i < ids.length; i += 50) {
+    const chunk = ids.slice(i, i + 50).map((r) => r.sessionId);
+    statements.push(db.delete(schema.messages).where(inArray(schema.messages.sessionId, chunk)));
+    statements.push(db.delete(schema.transcripts).where(inArray(schema.transcripts.sessionId, chunk)));
+  }
+  await db.batch([db.delete(schema.sessions).where(eq(schema.sessions.key, key)), ...statements]);
+}
+
+export interface SessionListFilter {
+  kinds?: string[];
+  agentId?: string;
+  label?: string;
+  activeSince?: number;
+  archived: boolean | "all";
+  spawnedBy?: string;
+  excludeKeys?: string[];
+  keys?: string[];
+  limit: number;
+  cursor?: { updatedAt: number; key: string };
+}
+
+/** Newest first, keyset-paged on (updatedAt, key) so deep pages cost the same as the first. */
+export async function listSessions(env: Env, f: SessionListFilter): Promise<SessionRow[]> {
+  const s = schema.sessions;
+  const where: (SQL | undefined)[] = [];
+  if (f.kinds?.length) where.push(inArray(s.kind, f.kinds));
+  if (f.agentId) where.push(eq(s.agentId, f.agentId));
+  if (f.label) where.push(eq(s.label, f.label));
+  if (f.spawnedBy) where.push(eq(s.spawnedBy, f.spawnedBy));
+  if (f.keys) where.push(inArray(s.key, f.keys));
+  if (f.activeSince !== undefined) where.push(gt(s.updatedAt, f.activeSince));
+  if (f.archived === true) where.push(isNotNull(s.archivedAt));
+  else if (f.archived === false) where.push(isNull(s.archivedAt));
+  for (const k of f.excludeKeys ?? []) where.push(ne(s.key, k));
+  if (f.cursor) {
+    where.push(
+      or(
+        lt(s.updatedAt, f.cursor.updatedAt),
+        and(eq(s.updatedAt, f.cursor.updatedAt), gt(s.key, f.cursor.key)),
+      ),
+    );
+  }
+  return database(env)
+    .select()
+    .from(s)
+    .where(and(...where))
+    .orderBy(desc(s.updatedAt), asc(s.key))
+    .limit(f.limit)
+    .all();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transcript messages
+
+const APPEND_SQL = `INSERT OR IGNORE INTO messages
+  (session_id, seq, id, role, content, tool_call_id, tool_name, is_error, timestamp, run_id, model, usage, provenance)
+  SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12
+  FROM messages WHERE session_id = ?1`;
+
+/**
+ * Appends messages in order. `seq` is assigned inside the statement (max + 1, served by the
+ * primary key), and a message whose `id` is already stored is skipped, so a resumed run that
+ * appends the same messages again changes nothing.
+ */
+export async function appendMessages(env: Env, sessionId: string, msgs: TranscriptMessage[]): Promise<void> {
+  if (msgs.length === 0) return;
+  const stmt = env.DB.prepare(APPEND_SQL);
+  await env.DB.batch(
+    msgs.map((m) =>
+      stmt.bind(
+        sessionId,
+        m.id,
+        m.role,
+        JSON.stringify(m.content),
+        m.toolCallId ?? null,
+        m.toolName ?? null,
+        m.isError === undefined ? null : m.isError ? 1 : 0,
+        m.timestamp,
+        m.runId ?? null,
+        m.model ?? null,
+        m.usage ? JSON.stringify(m.usage) : null,
+        m.provenance ? JSON.stringify(m.provenance) : null,
+      ),
+    ),
+  );
+}
+
+type MessageRow = typeof schema.messages.$inferSelect;
+
+export function rowToMessage(r: MessageRow): TranscriptMessage {
+  const m: TranscriptMessage = {
+    id: r.id,
+    seq: r.seq,
+    role: r.role as TranscriptMessage["role"],
+    content: r.content as TranscriptMessage["content"],
+    timestamp: r.timestamp,
+  };
+  if (r.toolCallId) m.toolCallId = r.toolCallId;
+  if (r.toolName) m.toolName = r.toolName;
+  if (r.isError !== null) m.isError = r.isError;
+  if (r.runId) m.runId = r.runId;
+  if (r.model) m.model = r.model;
+  if (r.usage) m.usage = r.usage as TranscriptMessage["usage"];
+  if (r.provenance) m.provenance = r.provenance as TranscriptMessage["provenance"];
+  return m;
+}
+
+/** The newest `limit` messages of a transcript, excluding one run's own messages; oldest first. */
+export async function recentMessages(
+  env: Env,
+  sessionId: string,
+  limit: number,
+  excludeRunId?: string,
+): Promise<TranscriptMessage[]> {
+  const m = schema.messages;
+  const where = excludeRunId
+    ? and(eq(m.sessionId, sessionId), or(isNull(m.runId), ne(m.runId, excludeRunId)))
+    : eq(m.sessionId, sessionId);
+  const rows = await database(env).select().from(m).where(where).orderBy(desc(m.seq)).limit(limit).all();
+  return rows.reverse().map(rowToMessage);
+}
+
+export interface HistoryPage {
+  messages: TranscriptMessage[];
+  hasMore: boolean;
+  nextBefore?: number;
+}
+
+/** A page of history ending before `before` (a seq), oldest first; keyset on (sessionId, seq). */
+export async function historyPage(
+  env: Env,
+  sessionId: string,
+  opts: { limit: number; before?: number; includeTools: boolean },
+): Promise<HistoryPage> {
+  const m = schema.messages;
+  const where: (SQL | undefined)[] = [eq(m.sessionId, sessionId)];
+  if (opts.before !== undefined) where.push(lt(m.seq, opts.before));
+  if (!opts.includeTools) where.push(ne(m.role, "toolResult"));
+  const rows = await database(env)
+    .select()
+    .from(m)
+    .where(and(...where))
+    .orderBy(desc(m.seq))
+    .limit(opts.limit + 1)
+    .all();
+  const hasMore = rows.length > opts.limit;
+  const page = rows.slice(0, opts.limit).reverse().map(rowToMessage);
+  const oldest = page[0]?.seq;
+  return hasMore && oldest !== undefined
+    ? { messages: page, hasMore, nextBefore: oldest }
+    : { messages: page, hasMore };
+}
+
+/** Ascending chunk of a transcript after `afterSeq`, for streaming exports. */
+export async function messagesAfter(env: Env, sessionId: string, afterSeq: number, limit: number) {
+  const m = schema.messages;
+  const rows = await database(env)
+    .select()
+    .from(m)
+    .where(and(eq(m.sessionId, sessionId), gt(m.seq, afterSeq)))
+    .orderBy(asc(m.seq))
+    .limit(limit)
+    .all();
+  return rows.map(rowToMessage);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+export async function insertRun(env: Env, run: typeof schema.runs.$inferInsert): Promise<void> {
+  await database(env).insert(schema.runs).values(run).onConflictDoNothing().run();
+}
+
+export async function updateRun(
+  env: Env,
+  runId: string,
+  fields: Partial<Omit<typeof schema.runs.$inferInsert, "runId">>,
+): Promise<void> {
+  await database(env).update(schema.runs).set(fields).where(eq(schema.runs.runId, runId)).run();
+}
+
+export async function getRun(env: Env, runId: string): Promise<RunRow | undefined> {
+  return database(env).select().from(schema.runs).where(eq(schema.runs.runId, runId)).get();
+}
+
+export async function getRunByIdempotencyKey(env: Env, key: string): Promise<RunRow | undefined> {
+  return database(env).select().from(schema.runs).where(eq(schema.runs.idempotencyKey, key)).get();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deliveries
+
+export async function insertDelivery(env: Env, row: typeof schema.deliveries.$inferInsert): Promise<void> {
+  await database(env).insert(schema.deliveries).values(row).onConflictDoNothing().run();
+}
+
+export async function updateDelivery(
+  env: Env,
+  deliveryId: string,
+  fields: Partial<Omit<typeof schema.deliveries.$inferInsert, "deliveryId">>,
+): Promise<void> {
+  await database(env)
+    .update(schema.deliveries)
+    .set(fields)
+    .where(eq(schema.deliveries.deliveryId, deliveryId))
+    .run();
+}
+
+export async function getDelivery(env: Env, deliveryId: string): Promise<DeliveryRow | undefined> {
+  return database(env)
+    .select()
+    .from(schema.deliveries)
+    .where(eq(schema.deliveries.deliveryId, deliveryId))
+    .get();
+}
+
+export async function listDeliveries(
+  env: Env,
+  f: {
+    status?: string;
+    sessionKey?: string;
+    limit: number;
+    cursor?: { createdAt: number; deliveryId: string };
+  },
+): Promise<DeliveryRow[]> {
+  const d = schema.deliveries;
+  const where: (SQL | undefined)[] = [];
+  if (f.status) where.push(eq(d.status, f.status));
+  if (f.sessionKey) where.push(eq(d.sessionKey, f.sessionKey));
+  if (f.cursor) {
+    where.push(
+      or(
+        lt(d.createdAt, f.cursor.createdAt),
+        and(eq(d.createdAt, f.cursor.createdAt), gt(d.deliveryId, f.cursor.deliveryId)),
+      ),
+    );
+  }
+  return database(env)
+    .select()
+    .from(d)
+    .where(and(...where))
+    .orderBy(desc(d.createdAt), asc(d.deliveryId))
+    .limit(f.limit)
+    .all();
+}
+
+/** Deliveries still owed whose next attempt is overdue (the cron backstop for lost alarms). */
+export async function overdueDeliveries(env: Env, before: number, limit: number): Promise<DeliveryRow[]> {
+  const d = schema.deliveries;
+  return database(env)
+    .select()
+    .from(d)
+    .where(and(inArray(d.status, ["pending", "retrying"]), lt(d.nextAttemptAt, before)))
+    .limit(limit)
+    .all();
+}
+
+/** Runs left queued/running for a while: their actor is nudged by cron in case an alarm was lost. */
+export async function staleActiveRuns(env: Env, before: number, limit: number) {
+  const r = schema.runs;
+  return database(env)
+    .select({ runId: r.runId, sessionKey: r.sessionKey })
+    .from(r)
+    .where(and(inArray(r.status, ["queued", "running"]), lt(r.createdAt, before)))
+    .limit(limit)
+    .all();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inbound dedupe
+
+export async function getInbound(env: Env, channel: string, accountId: string, messageId: string) {
+  const i = schema.inbound;
+  return database(env)
+    .select()
+    .from(i)
+    .where(and(eq(i.channel, channel), eq(i.accountId, accountId), eq(i.messageId, messageId)))
+    .get();
+}
+
+export async function recordInbound(env: Env, row: typeof schema.inbound.$inferInsert): Promise<void> {
+  await database(env).insert(schema.inbound).values(row).onConflictDoNothing().run();
+}
+
+export const raw = { sql };

@@ -1,0 +1,169 @@
+/**
+ * D1 schema (drizzle). D1 is the source of truth for the session index, transcripts, runs and
+ * the delivery outbox. Every filter and sort column used by a query is indexed, and every write
+ * has a natural unique key so that retries are idempotent.
+ */
+import { sql } from "drizzle-orm";
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+
+export const sessions = sqliteTable(
+  "sessions",
+  {
+    key: text("key").primaryKey(),
+    agentId: text("agent_id").notNull(),
+    sessionId: text("session_id").notNull(),
+    kind: text("kind").notNull(),
+    chatType: text("chat_type"),
+    channel: text("channel"),
+    displayName: text("display_name"),
+    label: text("label"),
+    subject: text("subject"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+    sessionStartedAt: integer("session_started_at").notNull(),
+    lastInteractionAt: integer("last_interaction_at"),
+    model: text("model"),
+    modelOverride: text("model_override"),
+    contextTokens: integer("context_tokens").notNull().default(0),
+    inputTokens: integer("input_tokens").notNull().default(0),
+    outputTokens: integer("output_tokens").notNull().default(0),
+    totalTokens: integer("total_tokens").notNull().default(0),
+    compactionCount: integer("compaction_count").notNull().default(0),
+    thinkingLevel: text("thinking_level"),
+    verboseLevel: text("verbose_level"),
+    systemSent: integer("system_sent", { mode: "boolean" }).notNull().default(false),
+    abortedLastRun: integer("aborted_last_run", { mode: "boolean" }).notNull().default(false),
+    sendPolicy: text("send_policy"),
+    lastChannel: text("last_channel"),
+    lastTo: text("last_to"),
+    lastAccountId: text("last_account_id"),
+    lastThreadId: text("last_thread_id"),
+    deliveryContext: text("delivery_context", { mode: "json" }),
+    origin: text("origin", { mode: "json" }),
+    spawnedBy: text("spawned_by"),
+    archivedAt: integer("archived_at"),
+    runStatus: text("run_status").notNull().default("idle"),
+    /** When the reset policy makes this session stale; the cron sweep reads it by index. */
+    expiresAt: integer("expires_at"),
+  },
+  (t) => [
+    index("sessions_recent").on(t.updatedAt, t.key),
+    index("sessions_agent_recent").on(t.agentId, t.updatedAt, t.key),
+    index("sessions_kind_recent").on(t.kind, t.updatedAt, t.key),
+    index("sessions_spawned_by").on(t.spawnedBy, t.updatedAt),
+    uniqueIndex("sessions_agent_label").on(t.agentId, t.label),
+    index("sessions_expiry").on(t.expiresAt),
+    uniqueIndex("sessions_session_id").on(t.sessionId),
+  ],
+);
+
+/** One row per sessionId ever issued, so old transcripts stay addressable after a reset. */
+export const transcripts = sqliteTable(
+  "transcripts",
+  {
+    sessionId: text("session_id").primaryKey(),
+    sessionKey: text("session_key").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [
+    index("transcripts_key").on(t.sessionKey, t.createdAt),
+    index("transcripts_created").on(t.createdAt),
+  ],
+);
+
+export const messages = sqliteTable(
+  "messages",
+  {
+    sessionId: text("session_id").notNull(),
+    seq: integer("seq").notNull(),
+    /** Deterministic per run step (e.g. `<runId>:s2:a`), so a resumed run never appends twice. */
+    id: text("id").notNull(),
+    role: text("role").notNull(),
+    content: text("content", { mode: "json" }).notNull(),
+    toolCallId: text("tool_call_id"),
+    toolName: text("tool_name"),
+    isError: integer("is_error", { mode: "boolean" }),
+    timestamp: integer("timestamp").notNull(),
+    runId: text("run_id"),
+    model: text("model"),
+    usage: text("usage", { mode: "json" }),
+    provenance: text("provenance", { mode: "json" }),
+    /** Compaction entries: summary text lives in content, this is the first seq kept. */
+    firstKeptSeq: integer("first_kept_seq"),
+  },
+  (t) => [primaryKey({ columns: [t.sessionId, t.seq] }), uniqueIndex("messages_id").on(t.id)],
+);
+
+export const runs = sqliteTable(
+  "runs",
+  {
+    runId: text("run_id").primaryKey(),
+    sessionKey: text("session_key").notNull(),
+    sessionId: text("session_id").notNull(),
+    trigger: text("trigger").notNull(),
+    status: text("status").notNull(),
+    createdAt: integer("created_at").notNull(),
+    startedAt: integer("started_at"),
+    endedAt: integer("ended_at"),
+    error: text("error"),
+    reply: text("reply"),
+    usage: text("usage", { mode: "json" }),
+    model: text("model"),
+    deliver: integer("deliver", { mode: "boolean" }).notNull().default(false),
+    delivered: integer("delivered", { mode: "boolean" }),
+    idempotencyKey: text("idempotency_key"),
+  },
+  (t) => [
+    uniqueIndex("runs_idempotency").on(t.idempotencyKey),
+    index("runs_session").on(t.sessionKey, t.createdAt),
+    index("runs_active").on(t.status, t.createdAt),
+  ],
+);
+
+export const deliveries = sqliteTable(
+  "deliveries",
+  {
+    deliveryId: text("delivery_id").primaryKey(),
+    kind: text("kind").notNull(),
+    sessionKey: text("session_key").notNull(),
+    runId: text("run_id"),
+    channel: text("channel").notNull(),
+    accountId: text("account_id").notNull(),
+    to: text("to").notNull(),
+    threadId: text("thread_id"),
+    replyToMessageId: text("reply_to_message_id"),
+    text: text("text").notNull(),
+    status: text("status").notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: integer("next_attempt_at"),
+    lastError: text("last_error"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+    deliveredAt: integer("delivered_at"),
+  },
+  (t) => [
+    index("deliveries_recent").on(t.createdAt, t.deliveryId),
+    index("deliveries_status_recent").on(t.status, t.createdAt, t.deliveryId),
+    index("deliveries_session_recent").on(t.sessionKey, t.createdAt, t.deliveryId),
+    index("deliveries_due").on(t.status, t.nextAttemptAt),
+  ],
+);
+
+/** Inbound webhook dedupe: one row per (channel, accountId, messageId). */
+export const inbound = sqliteTable(
+  "inbound",
+  {
+    channel: text("channel").notNull(),
+    accountId: text("account_id").notNull(),
+    messageId: text("message_id").notNull(),
+    sessionKey: text("session_key").notNull(),
+    sessionId: text("session_id").notNull(),
+    runId: text("run_id"),
+    status: text("status").notNull(),
+    createdAt: integer("created_at").notNull().default(sql`(unixepoch() * 1000)`),
+  },
+  (t) => [
+    primaryKey({ columns: [t.channel, t.accountId, t.messageId] }),
+    index("inbound_created").on(t.createdAt),
+  ],
+);

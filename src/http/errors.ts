@@ -1,0 +1,83 @@
+/**
+ * The one JSON error shape of every HTTP surface: `{ ok: false, error: { code, message } }`
+ * with the matching status. Thrown inside handlers, rendered by `app.onError`.
+ */
+import type { ContentfulStatusCode } from "hono/utils/http-status";
+import type { z } from "zod";
+
+export type ErrorCode =
+  | "INVALID_REQUEST"
+  | "UNAUTHORIZED"
+  | "FORBIDDEN"
+  | "NOT_FOUND"
+  | "METHOD_NOT_ALLOWED"
+  | "CONFLICT"
+  | "PAYLOAD_TOO_LARGE"
+  | "RATE_LIMITED"
+  | "INTERNAL"
+  | "UNAVAILABLE";
+
+export const STATUS: Record<ErrorCode, ContentfulStatusCode> = {
+  INVALID_REQUEST: 400,
+  UNAUTHORIZED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
+  PAYLOAD_TOO_LARGE: 413,
+  RATE_LIMITED: 429,
+  INTERNAL: 500,
+  UNAVAILABLE: 503,
+};
+
+export class ApiError extends Error {
+  constructor(
+    readonly code: ErrorCode,
+    message: string,
+  ) {
+    super(message);
+  }
+  get status(): ContentfulStatusCode {
+    return STATUS[this.code];
+  }
+}
+
+export function errorBody(code: ErrorCode, message: string) {
+  return { ok: false as const, error: { code, message } };
+}
+
+function describeIssue(issue: z.core.$ZodIssue): string {
+  const path = issue.path.length ? issue.path.map(String).join(".") : "(body)";
+  switch (issue.code) {
+    case "unrecognized_keys":
+      return `${path === "(body)" ? "" : `${path}: `}unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys
+        .map((k) => `\`${k}\``)
+        .join(", ")}`;
+    case "invalid_value":
+      return `\`${path}\` must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}`;
+    case "invalid_type":
+      return issue.input === undefined ? `\`${path}\` is required` : `\`${path}\` must be ${issue.expected}`;
+    default:
+      return `\`${path}\`: ${issue.message}`;
+  }
+}
+
+/** Validates with a zod schema; a failure is one 400 whose message names the field(s). */
+export function parseInput<S extends z.ZodType>(schema: S, data: unknown): z.output<S> {
+  const result = schema.safeParse(data);
+  if (result.success) return result.data;
+  throw new ApiError("INVALID_REQUEST", result.error.issues.slice(0, 5).map(describeIssue).join("; "));
+}
+
+/** Parses a JSON request body text; malformed JSON is a 400 that says where. */
+export function parseJsonBody(text: string): unknown {
+  if (text.trim() === "") return {};
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ApiError(
+      "INVALID_REQUEST",
+      `body is not valid JSON: ${error instanceof Error ? error.message : error}`,
+    );
+  }
+}

@@ -1,0 +1,939 @@
+/**
+ * SessionActor: one Durable Object per session key. It owns the live state of that key:
+ * the session entry (written through to D1), the run queue, the running run, waiters and the
+ * delivery outbox.
+ *
+ * Guarantees of the run queue:
+ * - Runs execute one at a time, FIFO in arrival order. The queue lives in DO SQLite and is
+ *   driven by alarms, so queued and interrupted runs survive eviction and restarts.
+ * - A run checkpoints after every model step and tool result (before the transcript append),
+ *   so a restarted run resumes from its last completed step; transcript appends are
+ *   idempotent by message id, so nothing is appended twice.
+ * - Enqueueing is idempotent by runId (deterministic for inbound messages and idempotency keys).
+ * - Critical sections that decide state touch only synchronous DO storage; everything that
+ *   awaits D1, a model or a connector happens outside them.
+ */
+import { DurableObject } from "cloudflare:workers";
+import {
+  type AgentLoopResult,
+  emptyCheckpoint,
+  ProviderError,
+  type RunCheckpoint,
+  runAgentLoop,
+} from "../agent/loop";
+import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
+import { BUILT_IN_TOOLS, toolsForAgent } from "../agent/tools";
+import { loadConfig } from "../config/load";
+import type { Config } from "../config/schema";
+import {
+  appendMessages,
+  type DeliveryContext,
+  deleteSessionRows,
+  getSession,
+  insertDelivery,
+  insertRun,
+  type Origin,
+  recentMessages,
+  recordTranscript,
+  type SessionRow,
+  updateDelivery,
+  updateRun,
+  upsertSession,
+} from "../db/queries";
+import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } from "../delivery/deliver";
+import { chatTypeOfKey } from "../keys/session-key";
+import { evaluateSendPolicy } from "../policy/send-policy";
+import { evaluateFreshness, resolveResetPolicy, sessionExpiry } from "./freshness";
+import { matchResetTrigger } from "./reset-trigger";
+import type { TranscriptMessage } from "./transcript";
+import type {
+  ActorError,
+  EnqueueRequest,
+  EnqueueResult,
+  RunInput,
+  RunOutcome,
+  RunStatus,
+  WaitResult,
+} from "./types";
+
+interface QueueRow {
+  pos: number;
+  run_id: string;
+  state: "queued" | "running";
+  spec: string;
+  checkpoint: string | null;
+  enqueued_at: number;
+  [key: string]: SqlStorageValue;
+}
+
+interface QueuedRun {
+  req: EnqueueRequest;
+  sessionId: string;
+  /** Set when this run is the greeting turn of a bare reset trigger. */
+  greeting?: boolean;
+}
+
+interface RunProgress {
+  startedAt: number;
+  loop: RunCheckpoint;
+  /** Present once the run has ended and is being finalized (idempotent re-entry). */
+  outcome?: RunOutcome;
+  /** Set in the same storage step as the outbox row, so a re-entered finalize never queues twice. */
+  delivery?: { delivered: boolean | null };
+}
+
+interface OutboxRow {
+  delivery_id: string;
+  payload: string;
+  attempts: number;
+  next_at: number;
+  [key: string]: SqlStorageValue;
+}
+
+const SCHEMA_VERSION = 1;
+const RECEIVED_RETENTION_MS = 7 * 24 * 3_600_000;
+const DEFAULT_SYSTEM_PROMPT =
+  "You are a helpful assistant reached through a chat gateway. Answer concisely and use tools when they help.";
+const GREETING_TEXT =
+  "The session was just reset. Greet the user in one short sentence and confirm the fresh start.";
+
+function isUniqueViolation(error: unknown): boolean {
+  return error instanceof Error && /UNIQUE constraint failed/i.test(error.message);
+}
+
+export class SessionActor extends DurableObject<Env> {
+  private readonly sql: SqlStorage;
+  private current?: { runId: string; controller: AbortController };
+  private readonly waiters = new Map<string, Set<(o: RunOutcome) => void>>();
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    // Versioned, idempotent DDL run on every wake.
+    this.sql.exec(`CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)`);
+    const version = Number(this.kvGet("schema_version") ?? 0);
+    if (version < 1) {
+      this.sql.exec(`CREATE TABLE IF NOT EXISTS queue (
+        pos INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, state TEXT NOT NULL,
+        spec TEXT NOT NULL, checkpoint TEXT, enqueued_at INTEGER NOT NULL)`);
+      this.sql.exec(
+        `CREATE TABLE IF NOT EXISTS received (run_id TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`,
+      );
+      this.sql.exec(
+        `CREATE TABLE IF NOT EXISTS finished (run_id TEXT PRIMARY KEY, outcome TEXT NOT NULL, at INTEGER NOT NULL)`,
+      );
+      this.sql.exec(`CREATE TABLE IF NOT EXISTS outbox (
+        delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL)`);
+      this.kvSet("schema_version", String(SCHEMA_VERSION));
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Small storage helpers (synchronous DO SQLite)
+
+  private kvGet(k: string): string | undefined {
+    const row = this.sql.exec<{ v: string }>(`SELECT v FROM kv WHERE k = ?`, k).toArray()[0];
+    return row?.v;
+  }
+
+  private kvSet(k: string, v: string): void {
+    this.sql.exec(`INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v);
+  }
+
+  private get config(): Config {
+    return loadConfig(this.env);
+  }
+
+  private entry(): SessionRow | undefined {
+    const raw = this.kvGet("entry");
+    return raw ? (JSON.parse(raw) as SessionRow) : undefined;
+  }
+
+  private saveEntry(entry: SessionRow | undefined): void {
+    if (entry) this.kvSet("entry", JSON.stringify(entry));
+    else this.sql.exec(`DELETE FROM kv WHERE k = 'entry'`);
+  }
+
+  private queueRows(): QueueRow[] {
+    return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos`).toArray();
+  }
+
+  private queueHead(): QueueRow | undefined {
+    return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos LIMIT 1`).toArray()[0];
+  }
+
+  private finishedOutcome(runId: string): RunOutcome | undefined {
+    const row = this.sql
+      .exec<{ outcome: string }>(`SELECT outcome FROM finished WHERE run_id = ?`, runId)
+      .toArray()[0];
+    return row ? (JSON.parse(row.outcome) as RunOutcome) : undefined;
+  }
+
+  /**
+   * Learns this actor's key on first contact and loads the entry from D1 if this actor has
+   * never held it (e.g. the entry was written before the actor existed). Safe to repeat.
+   */
+  private async bind(sessionKey: string): Promise<void> {
+    const known = this.kvGet("key");
+    if (known === sessionKey && this.kvGet("entry_loaded")) return;
+    if (known && known !== sessionKey) throw new Error(`actor for ${known} was addressed as ${sessionKey}`);
+    await this.ctx.blockConcurrencyWhile(async () => {
+      if (this.kvGet("entry_loaded")) return;
+      const row = await getSession(this.env, sessionKey);
+      this.kvSet("key", sessionKey);
+      if (row && !this.entry()) this.saveEntry(row);
+      this.kvSet("entry_loaded", "1");
+    });
+  }
+
+  private async scheduleAlarm(): Promise<void> {
+    if (this.queueHead()) return this.ctx.storage.setAlarm(Date.now());
+    const next = this.sql.exec<{ n: number | null }>(`SELECT MIN(next_at) AS n FROM outbox`).toArray()[0]?.n;
+    if (next != null) return this.ctx.storage.setAlarm(next);
+    return this.ctx.storage.deleteAlarm();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Entry lifecycle
+
+  private newEntry(req: EnqueueRequest, now: number, sessionId: string): SessionRow {
+    const { init } = req;
+    return {
+      key: req.sessionKey,
+      agentId: init.agentId,
+      sessionId,
+      kind: init.kind,
+      chatType: init.chatType,
+      channel: init.channel,
+      displayName: init.displayName ?? null,
+      label: null,
+      subject: init.subject ?? null,
+      createdAt: now,
+      updatedAt: now,
+      sessionStartedAt: now,
+      lastInteractionAt: null,
+      model: null,
+      modelOverride: null,
+      contextTokens: 0,
+      inputTokens: 0,
+      outputTokens: 0,
+      totalTokens: 0,
+      compactionCount: 0,
+      thinkingLevel: null,
+      verboseLevel: null,
+      systemSent: false,
+      abortedLastRun: false,
+      sendPolicy: null,
+      lastChannel: null,
+      lastTo: null,
+      lastAccountId: null,
+      lastThreadId: null,
+      deliveryContext: null,
+      origin: null,
+      spawnedBy: init.spawnedBy ?? null,
+      archivedAt: null,
+      runStatus: "idle",
+      expiresAt: null,
+    };
+  }
+
+  /** A new sessionId under the same key; settings, origin and route are kept, counters zeroed. */
+  private resetEntry(entry: SessionRow, now: number): SessionRow {
+    return {
+      ...entry,
+      sessionId: crypto.randomUUID(),
+      sessionStartedAt: now,
+      updatedAt: now,
+      lastInteractionAt: null,
+      inputTokens: 0,
+      outputTokens: 0,
+      totalTokens: 0,
+      compactionCount: 0,
+      systemSent: false,
+      abortedLastRun: false,
+    };
+  }
+
+  private expiryOf(entry: SessionRow): number | null {
+    const { chatType, thread } = chatTypeOfKey(entry.key, !!entry.lastThreadId);
+    const policy = resolveResetPolicy(this.config.session, entry.channel, chatType, thread);
+    if (entry.kind === "cron" || entry.kind === "hook" || entry.key.includes(":subagent:")) return null;
+    return sessionExpiry(entry, policy, this.config.session.timezone) ?? null;
+  }
+
+  private applyRoute(entry: SessionRow, req: EnqueueRequest): SessionRow {
+    const next = { ...entry };
+    if (req.route) {
+      const ctx: DeliveryContext = {
+        channel: req.route.channel,
+        to: req.route.to,
+        accountId: req.route.accountId,
+      };
+      if (req.route.threadId) ctx.threadId = req.route.threadId;
+      next.deliveryContext = ctx;
+      next.lastChannel = req.route.channel;
+      next.lastTo = req.route.to;
+      next.lastAccountId = req.route.accountId;
+      next.lastThreadId = req.route.threadId ?? null;
+    }
+    if (req.origin) {
+      // Best effort and additive: a connector that only refreshes routing never wipes labels.
+      const merged: Origin = { ...((entry.origin as Origin | null) ?? {}) };
+      for (const [k, v] of Object.entries(req.origin))
+        if (v !== undefined && v !== "") merged[k as keyof Origin] = v;
+      next.origin = merged;
+    }
+    if (req.init.displayName) next.displayName = req.init.displayName;
+    if (req.init.subject) next.subject = req.init.subject;
+    return next;
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // RPC: enqueue
+
+  async enqueue(req: EnqueueRequest): Promise<EnqueueResult> {
+    await this.bind(req.sessionKey);
+    const config = this.config;
+    const now = Date.now();
+
+    // --- critical section: synchronous storage only ---------------------------------------
+    const seen = this.sql
+      .exec<{ result: string }>(`SELECT result FROM received WHERE run_id = ?`, req.runId)
+      .toArray()[0];
+    if (seen)
+      return { ...(JSON.parse(seen.result) as Extract<EnqueueResult, { ok: true }>), status: "duplicate" };
+
+    let entry = this.entry();
+    let created = false;
+    let resetHappened = false;
+    if (!entry) {
+      entry = this.newEntry(req, now, crypto.randomUUID());
+      created = true;
+    } else if (req.userInteraction) {
+      const { chatType, thread } = chatTypeOfKey(entry.key, req.hasThread);
+      const policy = resolveResetPolicy(config.session, entry.channel, chatType, thread);
+      if (!evaluateFreshness(entry, policy, config.session.timezone, now).fresh) {
+        entry = this.resetEntry(entry, now);
+        resetHappened = true;
+      }
+    }
+
+    let inputs = req.inputs;
+    let greeting = false;
+    let status: "queued" | "command" = "queued";
+    if (req.userInteraction && inputs.length === 1 && inputs[0]) {
+      const trigger = matchResetTrigger(inputs[0].text, config.session.resetTriggers, config);
+      if (trigger) {
+        if (!created) entry = this.resetEntry(entry, now);
+        resetHappened = true;
+        if (trigger.model) entry.modelOverride = trigger.model;
+        if (trigger.rest) {
+          inputs = [{ ...inputs[0], text: trigger.rest }];
+        } else {
+          greeting = true;
+          status = "command";
+          inputs = [{ text: GREETING_TEXT, provenance: { kind: "internal_system" }, timestamp: now }];
+        }
+      }
+    }
+
+    entry = this.applyRoute(entry, req);
+    entry.updatedAt = now;
+    if (req.userInteraction) entry.lastInteractionAt = now;
+    entry.expiresAt = this.expiryOf(entry);
+
+    const waiting = this.sql
+      .exec<{ n: number }>(`SELECT COUNT(*) AS n FROM queue WHERE state = 'queued'`)
+      .one().n;
+    const mode = config.session.queue.mode;
+    const tail = this.sql
+      .exec<QueueRow>(`SELECT * FROM queue WHERE state = 'queued' ORDER BY pos DESC LIMIT 1`)
+      .toArray()[0];
+    const collectInto =
+      mode === "collect" && !greeting && !resetHappened && tail && this.current
+        ? (JSON.parse(tail.spec) as QueuedRun)
+        : undefined;
+
+    let runId = req.runId;
+    if (
+      collectInto &&
+      tail &&
+      collectInto.req.trigger === req.trigger &&
+      collectInto.sessionId === entry.sessionId
+    ) {
+      collectInto.req.inputs.push(...inputs);
+      if (req.route) collectInto.req.route = req.route;
+      this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(collectInto), tail.pos);
+      runId = tail.run_id;
+    } else {
+      if (waiting >= config.session.queue.cap) {
+        return {
+          ok: false,
+          code: "RATE_LIMITED",
+          message: `session queue is full (cap ${config.session.queue.cap})`,
+        };
+      }
+      const queued: QueuedRun = { req: { ...req, inputs }, sessionId: entry.sessionId };
+      if (greeting) queued.greeting = true;
+      this.sql.exec(
+        `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?)`,
+        runId,
+        JSON.stringify(queued),
+        now,
+      );
+      entry.runStatus = this.current ? "running" : "queued";
+    }
+    this.saveEntry(entry);
+    const result = {
+      ok: true as const,
+      runId,
+      sessionKey: req.sessionKey,
+      sessionId: entry.sessionId,
+      status,
+    };
+    this.sql.exec(
+      `INSERT INTO received (run_id, result, at) VALUES (?, ?, ?)`,
+      req.runId,
+      JSON.stringify(result),
+      now,
+    );
+    const alarmSet = this.scheduleAlarm();
+    // --- end of critical section ----------------------------------------------------------
+
+    // Write-through to D1 so the session and run are visible at once. If this fails the run
+    // still executes (it repeats these idempotent writes when it starts).
+    await alarmSet;
+    await this.writeThrough(entry, runId, req, entry.sessionId, now);
+    return result;
+  }
+
+  private async writeThrough(
+    entry: SessionRow,
+    runId: string,
+    req: EnqueueRequest,
+    sessionId: string,
+    now: number,
+  ) {
+    await Promise.all([
+      upsertSession(this.env, entry),
+      recordTranscript(this.env, sessionId, entry.key, now),
+      insertRun(this.env, {
+        runId,
+        sessionKey: req.sessionKey,
+        sessionId,
+        trigger: req.trigger,
+        status: "queued",
+        createdAt: now,
+        deliver: req.deliver,
+        idempotencyKey: req.idempotencyKey ?? null,
+      }),
+    ]);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // RPC: queries and control
+
+  async getEntry(sessionKey: string): Promise<SessionRow | undefined> {
+    await this.bind(sessionKey);
+    return this.entry();
+  }
+
+  async queueDepth(sessionKey: string): Promise<{ waiting: number; running: boolean }> {
+    await this.bind(sessionKey);
+    const rows = this.queueRows();
+    return {
+      waiting: rows.filter((r) => r.state === "queued").length,
+      running: rows.some((r) => r.state === "running"),
+    };
+  }
+
+  /** Waits in the actor (not by client polling) until the run ends or `timeoutMs` passes. */
+  async waitForRun(sessionKey: string, runId: string, timeoutMs: number): Promise<WaitResult | ActorError> {
+    await this.bind(sessionKey);
+    const done = this.finishedOutcome(runId);
+    if (done) return this.toWaitResult(done);
+    const row = this.sql.exec<QueueRow>(`SELECT * FROM queue WHERE run_id = ?`, runId).toArray()[0];
+    if (!row) return { ok: false, code: "NOT_FOUND", message: `run not found: ${runId}` };
+    const outcome = await new Promise<RunOutcome | undefined>((resolve) => {
+      const set = this.waiters.get(runId) ?? new Set();
+      const timer = setTimeout(() => {
+        set.delete(done);
+        resolve(undefined);
+      }, timeoutMs);
+      const done = (o: RunOutcome) => {
+        clearTimeout(timer);
+        resolve(o);
+      };
+      set.add(done);
+      this.waiters.set(runId, set);
+    });
+    if (outcome) return this.toWaitResult(outcome);
+    const still = this.sql.exec<QueueRow>(`SELECT * FROM queue WHERE run_id = ?`, runId).toArray()[0];
+    const progress = still?.checkpoint ? (JSON.parse(still.checkpoint) as RunProgress) : undefined;
+    const result: WaitResult = { runId, status: "timeout", runStatus: still?.state ?? "queued" };
+    if (progress) result.startedAt = progress.startedAt;
+    return result;
+  }
+
+  private toWaitResult(o: RunOutcome): WaitResult {
+    const status = o.status === "ok" || o.status === "error" || o.status === "aborted" ? o.status : "timeout";
+    const r: WaitResult = { runId: o.runId, status, runStatus: o.status };
+    if (o.startedAt !== undefined) r.startedAt = o.startedAt;
+    if (o.endedAt !== undefined) r.endedAt = o.endedAt;
+    if (o.error !== undefined) r.error = o.error;
+    if (o.reply !== undefined) r.reply = o.reply;
+    return r;
+  }
+
+  /** Aborts the running run; with `clearQueue`, also drops every waiting run. Returns the count. */
+  async abort(sessionKey: string, clearQueue: boolean): Promise<{ aborted: number }> {
+    await this.bind(sessionKey);
+    let aborted = 0;
+    if (this.current) {
+      this.current.controller.abort(new AbortRun("aborted"));
+      aborted++;
+    }
+    if (clearQueue) {
+      const now = Date.now();
+      for (const row of this.queueRows()) {
+        if (row.state !== "queued") continue;
+        this.sql.exec(`DELETE FROM queue WHERE pos = ?`, row.pos);
+        const outcome: RunOutcome = {
+          runId: row.run_id,
+          status: "aborted",
+          endedAt: now,
+          error: "aborted before start",
+        };
+        this.sql.exec(
+          `INSERT OR REPLACE INTO finished (run_id, outcome, at) VALUES (?, ?, ?)`,
+          row.run_id,
+          JSON.stringify(outcome),
+          now,
+        );
+        this.notify(outcome);
+        await updateRun(this.env, row.run_id, {
+          status: "aborted",
+          endedAt: now,
+          error: outcome.error ?? null,
+        });
+        aborted++;
+      }
+    }
+    return { aborted };
+  }
+
+  async patch(
+    sessionKey: string,
+    fields: Partial<
+      Pick<SessionRow, "label" | "modelOverride" | "thinkingLevel" | "verboseLevel" | "sendPolicy">
+    >,
+  ): Promise<{ ok: true; entry: SessionRow } | ActorError> {
+    await this.bind(sessionKey);
+    const entry = this.entry();
+    if (!entry) return { ok: false, code: "NOT_FOUND", message: `session not found: ${sessionKey}` };
+    const next: SessionRow = { ...entry, ...fields, updatedAt: Date.now() };
+    try {
+      await upsertSession(this.env, next);
+    } catch (error) {
+      if (isUniqueViolation(error)) {
+        return {
+          ok: false,
+          code: "CONFLICT",
+          message: `label "${fields.label}" is already used by another session of agent ${entry.agentId}`,
+        };
+      }
+      throw error;
+    }
+    // Re-read: a run may have updated counters while D1 was being written.
+    const latest = this.entry() ?? entry;
+    const merged = { ...latest, ...fields, updatedAt: next.updatedAt };
+    this.saveEntry(merged);
+    return { ok: true, entry: merged };
+  }
+
+  async reset(sessionKey: string): Promise<{ key: string; sessionId: string } | ActorError> {
+    await this.bind(sessionKey);
+    const entry = this.entry();
+    if (!entry) return { ok: false, code: "NOT_FOUND", message: `session not found: ${sessionKey}` };
+    const now = Date.now();
+    const next = this.resetEntry(entry, now);
+    next.expiresAt = this.expiryOf(next);
+    this.saveEntry(next);
+    await Promise.all([
+      upsertSession(this.env, next),
+      recordTranscript(this.env, next.sessionId, next.key, now),
+    ]);
+    return { key: next.key, sessionId: next.sessionId };
+  }
+
+  /** Deletes this key's entry (and, when asked, its transcripts) after aborting its runs. */
+  async remove(
+    sessionKey: string,
+    deleteTranscript: boolean,
+  ): Promise<{ deleted: boolean; aborted: number }> {
+    await this.bind(sessionKey);
+    const { aborted } = await this.abort(sessionKey, true);
+    const existed = !!this.entry();
+    this.saveEntry(undefined);
+    await deleteSessionRows(this.env, sessionKey, deleteTranscript);
+    return { deleted: existed, aborted };
+  }
+
+  /** Makes sure an alarm is pending when there is work (used by the cron backstop). */
+  async kick(sessionKey: string): Promise<void> {
+    await this.bind(sessionKey);
+    if (!this.current) await this.scheduleAlarm();
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Alarm: one run per invocation, plus due deliveries.
+
+  override async alarm(): Promise<void> {
+    const key = this.kvGet("key");
+    if (!key) return;
+    await this.flushOutbox();
+    const head = this.queueHead();
+    if (head) await this.execute(head);
+    await this.flushOutbox();
+    this.sql.exec(`DELETE FROM received WHERE at < ?`, Date.now() - RECEIVED_RETENTION_MS);
+    this.sql.exec(`DELETE FROM finished WHERE at < ?`, Date.now() - RECEIVED_RETENTION_MS);
+    await this.scheduleAlarm();
+  }
+
+  private async execute(row: QueueRow): Promise<void> {
+    const spec = JSON.parse(row.spec) as QueuedRun;
+    const runId = row.run_id;
+    const progress: RunProgress = row.checkpoint
+      ? (JSON.parse(row.checkpoint) as RunProgress)
+      : { startedAt: Date.now(), loop: emptyCheckpoint() };
+    if (!row.checkpoint) {
+      this.sql.exec(
+        `UPDATE queue SET state = 'running', checkpoint = ? WHERE pos = ?`,
+        JSON.stringify(progress),
+        row.pos,
+      );
+    }
+    const save = () =>
+      this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
+
+    if (!progress.outcome) {
+      progress.outcome = await this.runTurn(spec, runId, progress, save);
+      // Account the run on the entry in the same synchronous step that records the outcome,
+      // so a finalization repeated after a restart never counts tokens twice.
+      const entry = this.entry();
+      if (entry && entry.sessionId === spec.sessionId) {
+        entry.inputTokens += progress.loop.inputTokens;
+        entry.outputTokens += progress.loop.outputTokens;
+        if (progress.loop.lastCallTokens) entry.totalTokens = progress.loop.lastCallTokens;
+        entry.abortedLastRun = progress.outcome.status === "aborted" || progress.outcome.status === "timeout";
+        entry.systemSent = true;
+        entry.runStatus = this.queueRows().some((r) => r.state === "queued") ? "queued" : "idle";
+        this.saveEntry(entry);
+      }
+      save();
+    }
+    await this.finalize(row, spec, progress, progress.outcome);
+  }
+
+  private async runTurn(
+    spec: QueuedRun,
+    runId: string,
+    progress: RunProgress,
+    save: () => void,
+  ): Promise<RunOutcome> {
+    const { req } = spec;
+    const config = this.config;
+    const env = this.env;
+    const startedAt = progress.startedAt;
+    const controller = new AbortController();
+    this.current = { runId, controller };
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    if (req.timeoutSeconds && req.timeoutSeconds > 0) {
+      const remaining = startedAt + req.timeoutSeconds * 1000 - Date.now();
+      timer = setTimeout(() => controller.abort(new AbortRun("timeout")), Math.max(0, remaining));
+    }
+    try {
+      const entry = this.entry();
+      const agent = config.agents.list.find((a) => a.id === req.init.agentId);
+      const inputs: TranscriptMessage[] = req.inputs.map((input: RunInput, i: number) => ({
+        id: `${runId}:u${i}`,
+        role: "user",
+        content: [{ type: "text", text: input.text }],
+        timestamp: input.timestamp,
+        runId,
+        provenance: input.provenance,
+      }));
+      await Promise.all([
+        insertRun(env, {
+          runId,
+          sessionKey: req.sessionKey,
+          sessionId: spec.sessionId,
+          trigger: req.trigger,
+          status: "running",
+          createdAt: startedAt,
+          deliver: req.deliver,
+          idempotencyKey: req.idempotencyKey ?? null,
+        }),
+        entry ? upsertSession(env, { ...entry, runStatus: "running" }) : Promise.resolve(),
+      ]);
+      await updateRun(env, runId, { status: "running", startedAt });
+      await appendMessages(env, spec.sessionId, inputs);
+
+      const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
+      const resolved = resolveModelRef(modelRef, config);
+      const model = languageModelFor(resolved, env as unknown as Record<string, unknown>);
+      if (entry && (entry.model !== resolved.ref || entry.contextTokens !== resolved.contextWindow)) {
+        this.saveEntry({ ...entry, model: resolved.ref, contextTokens: resolved.contextWindow });
+      }
+      const history = await recentMessages(
+        env,
+        spec.sessionId,
+        config.agents.defaults.contextMessages,
+        runId,
+      );
+      const result: AgentLoopResult = await runAgentLoop({
+        runId,
+        model,
+        modelRef: resolved.ref,
+        system: this.systemPrompt(req, agent?.systemPrompt ?? config.agents.defaults.systemPrompt),
+        history: [...history, ...inputs],
+        tools: toolsForAgent(agent, config, BUILT_IN_TOOLS),
+        maxSteps: config.agents.defaults.maxSteps,
+        keepToolResults: config.agents.defaults.contextPruning.keepToolResults,
+        retry: config.models.retry,
+        signal: controller.signal,
+        checkpoint: progress.loop,
+        toolContext: { sessionKey: req.sessionKey, agentId: req.init.agentId, runId, config, env },
+        persist: async (cp, appended) => {
+          progress.loop = cp;
+          save();
+          await appendMessages(env, spec.sessionId, appended);
+        },
+      });
+      return { runId, status: "ok", startedAt, endedAt: Date.now(), reply: result.reply };
+    } catch (error) {
+      const endedAt = Date.now();
+      if (controller.signal.aborted) {
+        const reason = controller.signal.reason;
+        const status: RunStatus =
+          reason instanceof AbortRun && reason.kind === "timeout" ? "timeout" : "aborted";
+        return {
+          runId,
+          status,
+          startedAt,
+          endedAt,
+          error: status === "timeout" ? `run timed out after ${req.timeoutSeconds}s` : "run aborted",
+        };
+      }
+      if (error instanceof ProviderError || error instanceof ModelRefError) {
+        return { runId, status: "error", startedAt, endedAt, error: error.message };
+      }
+      // Infrastructure failures (D1 unavailable…) propagate: the alarm is retried and the run
+      // resumes from its checkpoint instead of being recorded as failed.
+      throw error;
+    } finally {
+      if (timer) clearTimeout(timer);
+      this.current = undefined;
+    }
+  }
+
+  private systemPrompt(req: EnqueueRequest, base: string | undefined): string {
+    const lines = [
+      base ?? DEFAULT_SYSTEM_PROMPT,
+      "",
+      "## Session",
+      `- session key: ${req.sessionKey}`,
+      `- agent: ${req.init.agentId}`,
+      `- chat type: ${req.init.chatType}${req.hasThread ? " (thread)" : ""}`,
+    ];
+    if (req.init.channel) lines.push(`- channel: ${req.init.channel}`);
+    lines.push(`- timezone: ${this.config.session.timezone}`);
+    return lines.join("\n");
+  }
+
+  private async finalize(
+    row: QueueRow,
+    spec: QueuedRun,
+    progress: RunProgress,
+    outcome: RunOutcome,
+  ): Promise<void> {
+    const { req } = spec;
+    const env = this.env;
+    const entry = this.entry();
+    const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
+    if (!progress.delivery) {
+      let delivered: boolean | null = null;
+      let queued: DeliveryPayload | undefined;
+      if (req.deliver && route) {
+        const kind: DeliveryKind = outcome.status === "ok" ? "reply" : "notice";
+        const text =
+          outcome.status === "ok"
+            ? (outcome.reply ?? "")
+            : outcome.status === "error"
+              ? `⚠️ ${outcome.error ?? "run failed"}`
+              : "";
+        if (text) {
+          queued = await this.recordDelivery(kind, `${row.run_id}:${kind}`, text, route, entry, req);
+          delivered = queued ? null : false;
+        }
+      }
+      // One synchronous step: the outbox row and the marker that it exists.
+      if (queued) {
+        this.sql.exec(
+          `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)`,
+          queued.deliveryId,
+          JSON.stringify(queued),
+          Date.now(),
+        );
+      }
+      progress.delivery = { delivered };
+      this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
+    }
+    const delivered = progress.delivery.delivered;
+    await updateRun(env, row.run_id, {
+      status: outcome.status,
+      startedAt: outcome.startedAt ?? null,
+      endedAt: outcome.endedAt ?? null,
+      error: outcome.error ?? null,
+      reply: outcome.reply ?? null,
+      model: entry?.model ?? null,
+      usage: {
+        inputTokens: progress.loop.inputTokens,
+        outputTokens: progress.loop.outputTokens,
+        totalTokens: progress.loop.inputTokens + progress.loop.outputTokens,
+      },
+      delivered,
+    });
+    if (entry) await upsertSession(env, entry);
+    // Done: the run leaves the queue in one synchronous step.
+    this.sql.exec(`DELETE FROM queue WHERE pos = ?`, row.pos);
+    this.sql.exec(
+      `INSERT OR REPLACE INTO finished (run_id, outcome, at) VALUES (?, ?, ?)`,
+      row.run_id,
+      JSON.stringify(outcome),
+      Date.now(),
+    );
+    this.notify(outcome);
+  }
+
+  private notify(outcome: RunOutcome): void {
+    const set = this.waiters.get(outcome.runId);
+    this.waiters.delete(outcome.runId);
+    for (const resolve of set ?? []) resolve(outcome);
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Delivery outbox
+
+  /**
+   * Writes the D1 outbox row for a delivery unless send policy blocks it (then returns
+   * undefined; the reply stays in the transcript, marked not delivered on the run).
+   */
+  private async recordDelivery(
+    kind: DeliveryKind,
+    deliveryId: string,
+    text: string,
+    route: DeliveryContext & { replyToMessageId?: string },
+    entry: SessionRow | undefined,
+    req: EnqueueRequest,
+  ): Promise<DeliveryPayload | undefined> {
+    const { chatType, thread } = chatTypeOfKey(req.sessionKey, !!route.threadId);
+    const verdict = evaluateSendPolicy(
+      {
+        key: req.sessionKey,
+        channel: entry?.channel ?? route.channel,
+        chatType,
+        thread,
+        override: entry?.sendPolicy,
+      },
+      this.config.session.sendPolicy,
+    );
+    if (verdict === "deny") return undefined;
+    const now = Date.now();
+    const payload: DeliveryPayload = {
+      deliveryId,
+      kind,
+      sessionKey: req.sessionKey,
+      channel: route.channel,
+      accountId: route.accountId,
+      to: route.to,
+      text,
+    };
+    if (route.threadId) payload.threadId = route.threadId;
+    if (route.replyToMessageId) payload.replyToMessageId = route.replyToMessageId;
+    await insertDelivery(this.env, {
+      deliveryId,
+      kind,
+      sessionKey: req.sessionKey,
+      runId: deliveryId.split(":")[0] ?? null,
+      channel: route.channel,
+      accountId: route.accountId,
+      to: route.to,
+      threadId: route.threadId ?? null,
+      replyToMessageId: route.replyToMessageId ?? null,
+      text,
+      status: "pending",
+      attempts: 0,
+      nextAttemptAt: now,
+      createdAt: now,
+      updatedAt: now,
+    });
+    return payload;
+  }
+
+  /** Attempts every due delivery once; failures are rescheduled with capped backoff. */
+  private async flushOutbox(): Promise<void> {
+    const now = Date.now();
+    const due = this.sql
+      .exec<OutboxRow>(`SELECT * FROM outbox WHERE next_at <= ? ORDER BY next_at LIMIT 20`, now)
+      .toArray();
+    const cfg = this.config.delivery;
+    for (const row of due) {
+      const payload = JSON.parse(row.payload) as DeliveryPayload;
+      const attempt = await postDelivery(payload, this.config, this.env);
+      const attempts = row.attempts + 1;
+      const at = Date.now();
+      if (attempt.ok) {
+        this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
+        await updateDelivery(this.env, row.delivery_id, {
+          status: "delivered",
+          attempts,
+          deliveredAt: at,
+          updatedAt: at,
+          nextAttemptAt: null,
+          lastError: null,
+        });
+      } else if (attempts >= cfg.maxAttempts) {
+        this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
+        await updateDelivery(this.env, row.delivery_id, {
+          status: "dead",
+          attempts,
+          updatedAt: at,
+          nextAttemptAt: null,
+          lastError: attempt.error,
+        });
+      } else {
+        const nextAt = at + retryDelayMs(attempts, cfg);
+        this.sql.exec(
+          `UPDATE outbox SET attempts = ?, next_at = ? WHERE delivery_id = ?`,
+          attempts,
+          nextAt,
+          row.delivery_id,
+        );
+        await updateDelivery(this.env, row.delivery_id, {
+          status: "retrying",
+          attempts,
+          updatedAt: at,
+          nextAttemptAt: nextAt,
+          lastError: attempt.error,
+        });
+      }
+    }
+  }
+}
+
+class AbortRun extends Error {
+  constructor(readonly kind: "aborted" | "timeout") {
+    super(kind === "timeout" ? "run timed out" : "run aborted");
+  }
+}

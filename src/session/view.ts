@@ -1,0 +1,72 @@
+/**
+ * JSON views of session entries (SPEC §3 entry, SPEC §6 list row). The gateway owns all
+ * derived fields (kind, channel, transcriptPath), so clients never reconstruct them.
+ */
+import type { SessionRow } from "../db/queries";
+import type { TranscriptMessage } from "./transcript";
+
+export function transcriptPath(sessionId: string): string {
+  return `/v1/transcripts/${sessionId}.jsonl`;
+}
+
+function compact<T extends Record<string, unknown>>(o: T): T {
+  for (const k of Object.keys(o)) if (o[k] === null || o[k] === undefined) delete o[k];
+  return o;
+}
+
+/** The full entry (SPEC §3 field names). */
+export function entryView(row: SessionRow) {
+  return compact({ ...row, transcriptPath: transcriptPath(row.sessionId) });
+}
+
+/** `channel` per SPEC §6: groups their channel, direct chats lastChannel, internal kinds `internal`. */
+export function listChannel(row: SessionRow): string {
+  if (row.kind === "cron" || row.kind === "hook" || row.kind === "node") return "internal";
+  if (row.key.includes(":subagent:")) return "unknown";
+  if (row.kind === "group") return row.channel ?? "unknown";
+  return row.lastChannel ?? row.channel ?? "unknown";
+}
+
+export function listRow(row: SessionRow, displayKey: string, messages?: TranscriptMessage[]) {
+  return compact({
+    key: displayKey,
+    kind: row.kind,
+    channel: listChannel(row),
+    displayName: row.displayName,
+    label: row.label,
+    updatedAt: row.updatedAt,
+    sessionId: row.sessionId,
+    agentId: row.agentId,
+    model: row.model,
+    contextTokens: row.contextTokens,
+    totalTokens: row.totalTokens,
+    thinkingLevel: row.thinkingLevel,
+    verboseLevel: row.verboseLevel,
+    systemSent: row.systemSent,
+    abortedLastRun: row.abortedLastRun,
+    sendPolicy: row.sendPolicy,
+    lastChannel: row.lastChannel,
+    lastTo: row.lastTo,
+    deliveryContext: row.deliveryContext,
+    spawnedBy: row.spawnedBy,
+    archivedAt: row.archivedAt,
+    runStatus: row.runStatus,
+    transcriptPath: transcriptPath(row.sessionId),
+    messages,
+  });
+}
+
+/** Opaque keyset cursor over (updatedAt, key). */
+export function encodeCursor(updatedAt: number, key: string): string {
+  return btoa(JSON.stringify([updatedAt, key])).replace(/=+$/, "");
+}
+
+export function decodeCursor(cursor: string): { updatedAt: number; key: string } | undefined {
+  try {
+    const [updatedAt, key] = JSON.parse(atob(cursor)) as [unknown, unknown];
+    if (typeof updatedAt === "number" && typeof key === "string") return { updatedAt, key };
+  } catch {
+    // fall through
+  }
+  return undefined;
+}

@@ -1,0 +1,46 @@
+import { describe, expect, it } from "vitest";
+import { verifySignature } from "../../src/auth/signature";
+import { dm, eventually, fakeConnector, inbound, rpc, SECRET, waitRun } from "./support";
+
+describe("inbound pipeline", () => {
+  it("answers 202, runs the agent, delivers a signed reply and records the transcript", async () => {
+    const connector = fakeConnector();
+    const msg = dm("hello there", { from: "alice" });
+    const res = await inbound("telegram", msg);
+    expect(res.status).toBe(202);
+    const ack = (await res.json()) as {
+      sessionKey: string;
+      sessionId: string;
+      runId: string;
+      status: string;
+    };
+    expect(ack).toMatchObject({ ok: true, sessionKey: "agent:main:main", status: "queued" });
+
+    expect(await waitRun(ack.runId)).toMatchObject({ status: "ok", runStatus: "ok" });
+    await eventually(async () => connector.delivered.length > 0);
+    expect(connector.delivered).toHaveLength(1);
+    const delivery = connector.delivered[0]!;
+    expect(delivery.body).toMatchObject({
+      kind: "reply",
+      sessionKey: "agent:main:main",
+      channel: "telegram",
+      accountId: "default",
+      to: "alice",
+      text: "echo: hello there",
+      replyToMessageId: msg.messageId,
+    });
+    expect(await verifySignature(SECRET, delivery.signature, JSON.stringify(delivery.body))).toEqual({
+      ok: true,
+    });
+
+    const history = await rpc<{ messages: Array<{ role: string; content: unknown }> }>("chat.history", {
+      sessionKey: ack.sessionKey,
+    });
+    expect(history.payload.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+
+    const run = await rpc("runs.get", { runId: ack.runId });
+    expect(run.payload).toMatchObject({ status: "ok", reply: "echo: hello there", deliver: true });
+    expect(run.payload.delivered).toBeUndefined();
+    connector.restore();
+  });
+});

@@ -105,6 +105,7 @@ export class SessionActor extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private current?: { runId: string; controller: AbortController };
   private readonly waiters = new Map<string, Set<(o: RunOutcome) => void>>();
+  private woken = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -175,6 +176,12 @@ export class SessionActor extends DurableObject<Env> {
    */
   private async bind(sessionKey: string): Promise<void> {
     const known = this.kvGet("key");
+    if (!this.woken) {
+      // First contact since this instance started (after an eviction or a restart): make
+      // sure leftover work has an alarm, in case the previous one was lost with the process.
+      this.woken = true;
+      if (known && !this.current && (await this.ctx.storage.getAlarm()) === null) await this.scheduleAlarm();
+    }
     if (known === sessionKey && this.kvGet("entry_loaded")) return;
     if (known && known !== sessionKey) throw new Error(`actor for ${known} was addressed as ${sessionKey}`);
     await this.ctx.blockConcurrencyWhile(async () => {

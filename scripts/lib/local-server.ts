@@ -1,0 +1,157 @@
+/**
+ * Starts the gateway locally with `wrangler dev` on 127.0.0.1, for `npm run dev`, the
+ * end-to-end tests and the benchmark. Local D1 migrations are applied to the same persistence
+ * directory first. The caller stops the server with `stop()` (by PID, never by name).
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { once } from "node:events";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { promisify } from "node:util";
+
+const root = path.resolve(import.meta.dirname, "../..");
+const wranglerBin = path.join(root, "node_modules/.bin/wrangler");
+/** Children run on the project's own Node (node_modules/.bin first), whatever started us. */
+const childEnv = {
+  ...process.env,
+  PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+  WRANGLER_SEND_METRICS: "false",
+  CI: "true",
+};
+
+export interface LocalServerOptions {
+  /** Port to listen on; a free one when omitted. */
+  port?: number;
+  /** Persistence directory (D1 + Durable Objects); a fresh temporary one when omitted. */
+  persistTo?: string;
+  /** The SWITCHBOARD_CONFIG document (object or JSON5 text). */
+  config?: unknown;
+  /** Secrets and extra vars (GATEWAY_TOKEN, connector secrets, provider keys…). */
+  vars?: Record<string, string>;
+  /** Pass output through to this process (npm run dev) instead of buffering it. */
+  inheritOutput?: boolean;
+  /** Use an existing env file (e.g. .dev.vars) instead of writing one from `vars`. */
+  envFile?: string;
+}
+
+export interface LocalServer {
+  url: string;
+  port: number;
+  persistTo: string;
+  pid: number;
+  /** Everything wrangler printed so far (when output is not inherited). */
+  output(): string;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  server.close();
+  await once(server, "close");
+  return port;
+}
+
+export async function applyLocalMigrations(persistTo: string | undefined): Promise<string> {
+  const args = ["d1", "migrations", "apply", "switchboard", "--local"];
+  if (persistTo) args.push("--persist-to", persistTo);
+  const { stdout } = await promisify(execFile)(wranglerBin, args, {
+    cwd: root,
+    env: childEnv,
+  });
+  return stdout;
+}
+
+async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited with code ${child.exitCode}`);
+    try {
+      const res = await fetch(`${url}/healthz`);
+      if (res.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 150));
+  }
+  throw new Error(`wrangler dev did not answer ${url}/healthz within ${timeoutMs}ms`);
+}
+
+export async function startLocalServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
+  const port = opts.port ?? (await freePort());
+  const persistTo = opts.persistTo ?? mkdtempSync(path.join(tmpdir(), "switchboard-"));
+  await applyLocalMigrations(persistTo);
+  let envFile = opts.envFile;
+  if (!envFile) {
+    envFile = path.join(persistTo, ".env.local");
+    const lines = Object.entries(opts.vars ?? {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`);
+    writeFileSync(envFile, `${lines.join("\n")}\n`);
+  }
+  const args = [
+    "dev",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--persist-to",
+    persistTo,
+    "--env-file",
+    envFile,
+    "--inspector-port",
+    String(await freePort()),
+    "--show-interactive-dev-session=false",
+    // Lets tests and operators fire the cron handler: GET /__scheduled?cron=*+*+*+*+*
+    "--test-scheduled",
+    "--log-level",
+    opts.inheritOutput ? "info" : "warn",
+  ];
+  if (opts.config !== undefined) {
+    const text = typeof opts.config === "string" ? opts.config : JSON.stringify(opts.config);
+    args.push("--var", `SWITCHBOARD_CONFIG:${text}`);
+  }
+  const child = spawn(wranglerBin, args, {
+    cwd: root,
+    env: childEnv,
+    stdio: opts.inheritOutput ? "inherit" : ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let output = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  child.stderr?.on("data", (d: Buffer) => {
+    output += d.toString();
+  });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
+    if (child.exitCode !== null || child.pid === undefined) return;
+    const exited = once(child, "exit");
+    // wrangler runs workerd as a child: signal the whole process group we created.
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      child.kill(signal);
+    }
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-(child.pid ?? 0), "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }, 5000);
+    await exited;
+    clearTimeout(timer);
+  };
+  try {
+    await waitForHealth(url, child, 60_000);
+  } catch (error) {
+    await stop("SIGKILL");
+    throw new Error(`${error instanceof Error ? error.message : error}\n${output}`);
+  }
+  return { url, port, persistTo, pid: child.pid ?? 0, output: () => output, stop };
+}

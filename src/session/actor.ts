@@ -684,7 +684,9 @@ export class SessionActor extends DurableObject<Env> {
         entry ? upsertSession(env, { ...entry, runStatus: "running" }) : Promise.resolve(),
       ]);
       await updateRun(env, runId, { status: "running", startedAt });
-      await appendMessages(env, spec.sessionId, inputs);
+      // On a resumed run this re-appends what the checkpoint holds; appends are idempotent by id,
+      // so whatever was already stored before the interruption is skipped.
+      await appendMessages(env, spec.sessionId, [...inputs, ...progress.loop.produced]);
 
       const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
       const resolved = resolveModelRef(modelRef, config);

@@ -357,7 +357,7 @@ export class SessionActor extends DurableObject<Env> {
       .exec<QueueRow>(`SELECT * FROM queue WHERE state = 'queued' ORDER BY pos DESC LIMIT 1`)
       .toArray()[0];
     const collectInto =
-      mode === "collect" && !greeting && !resetHappened && tail && this.current
+      mode === "collect" && !greeting && !resetHappened && tail
         ? (JSON.parse(tail.spec) as QueuedRun)
         : undefined;
 

@@ -44,3 +44,39 @@ describe("inbound pipeline", () => {
     connector.restore();
   });
 });
+
+describe("inbound dedupe", () => {
+  it("answers a repeated messageId with duplicate and starts nothing", async () => {
+    const connector = fakeConnector();
+    const msg = dm("once only", { from: "dedupe-user", chatType: "group", groupId: "g-dedupe" });
+    const first = (await (await inbound("telegram", msg)).json()) as { runId: string; sessionKey: string };
+    await waitRun(first.runId);
+    await eventually(async () => connector.delivered.length === 1);
+
+    const again = await inbound("telegram", msg);
+    expect(again.status).toBe(202);
+    expect(await again.json()).toEqual({
+      ok: true,
+      sessionKey: first.sessionKey,
+      sessionId: expect.any(String),
+      runId: first.runId,
+      status: "duplicate",
+    });
+    const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: first.sessionKey });
+    expect(history.payload.messages).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(connector.delivered).toHaveLength(1);
+    connector.restore();
+  });
+
+  it("treats two concurrent copies of one message as one run", async () => {
+    const msg = dm("twice at once", { from: "racer" });
+    const [a, b] = await Promise.all([inbound("telegram", msg), inbound("telegram", msg)]);
+    const bodies = [
+      (await a.json()) as { runId: string; status: string },
+      (await b.json()) as { runId: string; status: string },
+    ];
+    expect(bodies[0]!.runId).toBe(bodies[1]!.runId);
+    expect(bodies.map((x) => x.status).sort()).toEqual(["duplicate", "queued"]);
+  });
+});

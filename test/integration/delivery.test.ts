@@ -1,0 +1,64 @@
+import { describe, expect, it } from "vitest";
+import { dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+
+interface Delivery {
+  deliveryId: string;
+  status: string;
+  attempts: number;
+  lastError?: string;
+  nextAttemptAt?: number;
+}
+
+async function deliveryOf(runId: string): Promise<Delivery | undefined> {
+  const list = await rpc<{ deliveries: Delivery[] }>("deliveries.list", {});
+  return list.payload.deliveries.find((d) => d.deliveryId.startsWith(runId));
+}
+
+// TEST_CONFIG: delivery { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200 }.
+describe("delivery outbox", () => {
+  it("retries a connector that is down with backoff and delivers once it is back", async () => {
+    let down = true;
+    const connector = fakeConnector(() => (down ? 503 : 200));
+    const ack = (await (await inbound("telegram", dm("are you there?", { from: "patient" }))).json()) as {
+      runId: string;
+    };
+    await waitRun(ack.runId);
+    const retrying = await eventually(async () => {
+      const d = await deliveryOf(ack.runId);
+      return d?.status === "retrying" && d.attempts >= 1 ? d : undefined;
+    });
+    expect(retrying.lastError).toMatch(/connector answered 503/);
+    expect(retrying.nextAttemptAt).toBeGreaterThan(Date.now() - 1000);
+    down = false;
+    const delivered = await eventually(async () => {
+      const d = await deliveryOf(ack.runId);
+      return d?.status === "delivered" ? d : undefined;
+    });
+    expect(delivered.attempts).toBeGreaterThan(1);
+    expect(connector.delivered).toHaveLength(1);
+    expect(connector.delivered[0]!.body).toMatchObject({
+      text: "echo: are you there?",
+      deliveryId: `${ack.runId}:reply`,
+    });
+    connector.restore();
+  });
+
+  it("marks a delivery dead after the configured attempts when the connector stays down", async () => {
+    const connector = fakeConnector(() => 500);
+    const ack = (await (await inbound("telegram", dm("anyone?", { from: "lonely" }))).json()) as {
+      runId: string;
+    };
+    await waitRun(ack.runId);
+    const dead = await eventually(async () => {
+      const d = await deliveryOf(ack.runId);
+      return d?.status === "dead" ? d : undefined;
+    });
+    expect(dead.attempts).toBe(3);
+    expect(dead.lastError).toMatch(/connector answered 500/);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(connector.attempts()).toBe(3);
+    const listed = await rpc<{ deliveries: Delivery[] }>("deliveries.list", { status: "dead" });
+    expect(listed.payload.deliveries.map((d) => d.deliveryId)).toContain(dead.deliveryId);
+    connector.restore();
+  });
+});

@@ -1,0 +1,107 @@
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import type { SessionActor } from "../../src/session/actor";
+import { actor, dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+
+interface Run {
+  runId: string;
+  status: string;
+  createdAt: number;
+  startedAt: number;
+  endedAt: number;
+  reply: string;
+}
+
+/** Gives one actor instance another config (DOs always read the global test env otherwise). */
+async function withActorConfig(sessionKey: string, config: unknown) {
+  await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
+    (instance as unknown as { env: Env }).env = { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) };
+  });
+}
+
+describe("run queue", () => {
+  it("answers 50 concurrent messages to one session in arrival order, one run at a time", async () => {
+    const connector = fakeConnector();
+    const sends = Array.from({ length: 50 }, (_, i) => dm(`message ${i}`, { from: "busy-user" }));
+    const acks = await Promise.all(
+      sends.map(
+        async (m) => (await (await inbound("telegram", m)).json()) as { runId: string; status: string },
+      ),
+    );
+    expect(acks.every((a) => a.status === "queued")).toBe(true);
+    expect(new Set(acks.map((a) => a.runId)).size).toBe(50);
+    for (const a of acks) expect((await waitRun(a.runId, 30_000)).status).toBe("ok");
+
+    const runs = await Promise.all(
+      acks.map(async (a) => (await rpc<Run>("runs.get", { runId: a.runId })).payload),
+    );
+    const byStart = [...runs].sort((a, b) => a.startedAt - b.startedAt);
+    for (let i = 1; i < byStart.length; i++) {
+      // No overlap: each run starts after the previous one ended.
+      expect(byStart[i]!.startedAt).toBeGreaterThanOrEqual(byStart[i - 1]!.endedAt);
+      // FIFO: execution order is the order the actor accepted them.
+      expect(byStart[i]!.createdAt).toBeGreaterThanOrEqual(byStart[i - 1]!.createdAt);
+    }
+    await eventually(async () => connector.delivered.length === 50, 10_000);
+    // Deliveries go out in the same order as the runs executed.
+    expect(connector.delivered.map((d) => d.body.text)).toEqual(byStart.map((r) => r.reply));
+    // The transcript holds every user message once, each followed by its reply.
+    const history = await rpc<{ messages: Array<{ role: string; content: Array<{ text: string }> }> }>(
+      "chat.history",
+      {
+        sessionKey: "agent:main:main",
+        limit: 1000,
+      },
+    );
+    const texts = history.payload.messages.map((m) => `${m.role}:${m.content[0]?.text}`);
+    expect(texts).toHaveLength(100);
+    for (let i = 0; i < texts.length; i += 2) {
+      const user = texts[i]!.replace(/^user:/, "");
+      expect(texts[i + 1]).toBe(`assistant:echo: ${user}`);
+    }
+    connector.restore();
+  });
+
+  it("refuses a message when the queue is full, with 429 naming the cap", async () => {
+    const key = "agent:main:telegram:group:capped";
+    await inbound("telegram", dm("warm up", { chatType: "group", groupId: "capped" }));
+    await withActorConfig(key, { session: { queue: { cap: 2 } } });
+    // Hold the queue: with the actor busy on a long run, later messages wait.
+    const results = await Promise.all(
+      Array.from({ length: 6 }, (_, i) =>
+        inbound("telegram", dm(`burst ${i}`, { chatType: "group", groupId: "capped" })),
+      ),
+    );
+    const statuses = results.map((r) => r.status);
+    expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
+    const refused = results.find((r) => r.status === 429)!;
+    expect(await refused.json()).toEqual({
+      ok: false,
+      error: { code: "RATE_LIMITED", message: "session queue is full (cap 2)" },
+    });
+  });
+
+  it("merges messages that arrive during a run into one next run in collect mode", async () => {
+    const key = "agent:main:telegram:group:collector";
+    const first = (await (
+      await inbound("telegram", dm("first", { chatType: "group", groupId: "collector" }))
+    ).json()) as {
+      runId: string;
+    };
+    await waitRun(first.runId);
+    await withActorConfig(key, { session: { queue: { mode: "collect" } } });
+    const acks = await Promise.all(
+      Array.from({ length: 5 }, async (_, i) => {
+        const res = await inbound("telegram", dm(`part ${i}`, { chatType: "group", groupId: "collector" }));
+        return (await res.json()) as { runId: string };
+      }),
+    );
+    for (const a of acks) await waitRun(a.runId);
+    const distinct = new Set(acks.map((a) => a.runId));
+    // Messages that arrive before the next run starts share that run.
+    expect(distinct.size).toBeLessThan(5);
+    const history = await rpc<{ messages: Array<{ role: string }> }>("chat.history", { sessionKey: key });
+    expect(history.payload.messages.filter((m) => m.role === "user")).toHaveLength(6);
+  });
+});

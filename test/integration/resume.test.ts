@@ -1,0 +1,81 @@
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import type { SessionActor } from "../../src/session/actor";
+import { actor, dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+
+/**
+ * Simulates the process dying mid-run: the actor's D1 binding fails from the Nth batch on,
+ * so the run stops wherever that write happens (the alarm fails). Aborting the instance then
+ * discards it, and the next alarm resumes from the checkpoint with a healthy binding.
+ */
+async function breakD1After(sessionKey: string, okBatches: number) {
+  await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
+    let batches = 0;
+    const db = new Proxy(env.DB, {
+      get(target, prop, receiver) {
+        if (prop === "batch") {
+          return async (stmts: D1PreparedStatement[]) => {
+            if (++batches > okBatches) throw new Error("simulated crash: the process died here");
+            return target.batch(stmts);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    (instance as unknown as { env: Env }).env = { ...env, DB: db };
+  });
+}
+
+type Msg = { id: string; role: string; content: Array<{ type: string; text?: string; name?: string }> };
+
+describe("run resumption", () => {
+  for (const [name, okBatches] of [
+    ["after the tool call was checkpointed, before it was stored", 1],
+    ["after the tool result was checkpointed, before it was stored", 2],
+    ["after the tool result was stored, before the final reply was stored", 3],
+  ] as const) {
+    it(`finishes a run interrupted ${name}, with no duplicated rows and one delivery`, async () => {
+      const connector = fakeConnector();
+      const group = `resume-${okBatches}`;
+      const key = `agent:main:telegram:group:${group}`;
+      // Create the session and its actor, then break its storage for the next run.
+      const warm = (await (
+        await inbound("telegram", dm("warm", { chatType: "group", groupId: group }))
+      ).json()) as {
+        runId: string;
+      };
+      await waitRun(warm.runId);
+      await breakD1After(key, okBatches);
+
+      const ack = (await (
+        await inbound("telegram", dm("call:current_time {}", { chatType: "group", groupId: group }))
+      ).json()) as { runId: string };
+      // The alarm fails at the broken write; the run stays queued/running with its checkpoint.
+      await eventually(async () => {
+        const run = await rpc<{ status: string }>("runs.get", { runId: ack.runId });
+        return run.payload.status === "running";
+      });
+      await new Promise((r) => setTimeout(r, 50));
+      // The instance dies (in-memory state and the broken binding are gone; storage stays).
+      await abortAllDurableObjects();
+      // After eviction the instance has the real binding again; the retried alarm resumes.
+      await runDurableObjectAlarm(actor(key));
+      const done = await waitRun(ack.runId);
+      expect(done.status).toBe("ok");
+
+      const history = await rpc<{ messages: Msg[] }>("chat.history", { sessionKey: key, includeTools: true });
+      const thisRun = history.payload.messages.filter((m) => m.id.startsWith(ack.runId));
+      expect(thisRun.map((m) => m.role)).toEqual(["user", "assistant", "toolResult", "assistant"]);
+      expect(new Set(history.payload.messages.map((m) => m.id)).size).toBe(history.payload.messages.length);
+      expect(thisRun[3]!.content[0]!.text).toMatch(/^echo: current_time -> /);
+
+      await eventually(async () => connector.delivered.length === 2);
+      await new Promise((r) => setTimeout(r, 200));
+      const replies = connector.delivered.filter((d) => String(d.body.deliveryId).startsWith(ack.runId));
+      expect(replies).toHaveLength(1);
+      connector.restore();
+    });
+  }
+});

@@ -5,7 +5,7 @@
  */
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { ConfigError } from "../config/load";
+import { ConfigError, loadConfig } from "../config/load";
 import { inbound } from "../routes/inbound";
 import { rpc } from "../routes/rpc";
 import { transcripts } from "../routes/transcripts";
@@ -22,16 +22,37 @@ const limitBody = bodyLimit({
 });
 
 export const app = new Hono<{ Bindings: Env }>()
-  .get("/healthz", (c) => c.json({ ok: true, version: VERSION }))
+  .get("/healthz", (c) => {
+    // A gateway with an invalid config is not healthy: this answers 500 with the problems.
+    loadConfig(c.env);
+    return c.json({ ok: true, version: VERSION });
+  })
   .use("/hooks/*", limitBody)
   .use("/rpc/*", limitBody)
   .route("/hooks/inbound", inbound)
   .route("/rpc", rpc)
   .route("/v1/transcripts", transcripts);
 
-app.notFound((c) =>
-  c.json(errorBody("NOT_FOUND", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`), 404),
-);
+// Known paths with the wrong method: 405 naming the method to use, instead of a bare 404.
+const ALLOWED: Array<[RegExp, string]> = [
+  [/^\/healthz$/, "GET"],
+  [/^\/rpc\/[^/]+$/, "POST"],
+  [/^\/hooks\/inbound\/[^/]+$/, "POST"],
+  [/^\/v1\/transcripts\/[^/]+$/, "GET"],
+];
+
+app.notFound((c) => {
+  const path = new URL(c.req.url).pathname;
+  const allowed = ALLOWED.find(([re]) => re.test(path))?.[1];
+  if (allowed && allowed !== c.req.method) {
+    c.header("allow", allowed);
+    return c.json(
+      errorBody("METHOD_NOT_ALLOWED", `${c.req.method} is not allowed on ${path}; use ${allowed}`),
+      405,
+    );
+  }
+  return c.json(errorBody("NOT_FOUND", `no route for ${c.req.method} ${path}`), 404);
+});
 
 app.onError((error, c) => {
   if (error instanceof ApiError) return c.json(errorBody(error.code, error.message), error.status);

@@ -2,7 +2,7 @@
  * Named D1 queries. Every query here is served by an index (see schema.ts); writes are
  * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */
-import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, or, type SQL, sql } from "drizzle-orm";
+import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, or, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { TranscriptMessage } from "../session/transcript";
 import * as schema from "./schema";
@@ -107,7 +107,7 @@ export interface SessionListFilter {
   cursor?: { updatedAt: number; key: string };
 }
 
-/** Newest first, keyset-paged on (updatedAt, key) so deep pages cost the same as the first. */
+/** Newest first (ties: key descending), keyset-paged on (updatedAt, key): deep pages cost what the first costs. */
 export async function listSessions(env: Env, f: SessionListFilter): Promise<SessionRow[]> {
   const s = schema.sessions;
   const where: (SQL | undefined)[] = [];
@@ -124,17 +124,21 @@ export async function listSessions(env: Env, f: SessionListFilter): Promise<Sess
     where.push(
       or(
         lt(s.updatedAt, f.cursor.updatedAt),
-        and(eq(s.updatedAt, f.cursor.updatedAt), gt(s.key, f.cursor.key)),
+        and(eq(s.updatedAt, f.cursor.updatedAt), lt(s.key, f.cursor.key)),
       ),
     );
   }
-  return database(env)
-    .select()
-    .from(s)
-    .where(and(...where))
-    .orderBy(desc(s.updatedAt), asc(s.key))
-    .limit(f.limit)
-    .all();
+  return (
+    database(env)
+      .select()
+      .from(s)
+      .where(and(...where))
+      // Both columns descending, so the (…, updatedAt, key) indexes serve the order with a
+      // backwards scan instead of sorting every matching row.
+      .orderBy(desc(s.updatedAt), desc(s.key))
+      .limit(f.limit)
+      .all()
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,7 +323,7 @@ export async function listDeliveries(
     where.push(
       or(
         lt(d.createdAt, f.cursor.createdAt),
-        and(eq(d.createdAt, f.cursor.createdAt), gt(d.deliveryId, f.cursor.deliveryId)),
+        and(eq(d.createdAt, f.cursor.createdAt), lt(d.deliveryId, f.cursor.deliveryId)),
       ),
     );
   }
@@ -327,7 +331,7 @@ export async function listDeliveries(
     .select()
     .from(d)
     .where(and(...where))
-    .orderBy(desc(d.createdAt), asc(d.deliveryId))
+    .orderBy(desc(d.createdAt), desc(d.deliveryId))
     .limit(f.limit)
     .all();
 }
@@ -369,5 +373,3 @@ export async function getInbound(env: Env, channel: string, accountId: string, m
 export async function recordInbound(env: Env, row: typeof schema.inbound.$inferInsert): Promise<void> {
   await database(env).insert(schema.inbound).values(row).onConflictDoNothing().run();
 }
-
-export const raw = { sql };

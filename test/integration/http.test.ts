@@ -48,7 +48,7 @@ describe("HTTP surface", () => {
     const { GATEWAY_TOKEN: _unset, ...rest } = env;
     const res = await app.fetch(
       new Request("http://gw.test/rpc/status", { method: "POST", body: "{}" }),
-      rest as Env,
+      rest as unknown as Env,
       createExecutionContext(),
     );
     expect(res.status).toBe(503);

@@ -109,9 +109,18 @@ export interface SessionListFilter {
 
 /** Newest first (ties: key descending), keyset-paged on (updatedAt, key): deep pages cost what the first costs. */
 export async function listSessions(env: Env, f: SessionListFilter): Promise<SessionRow[]> {
+  if (f.kinds && f.kinds.length > 1) {
+    // `kind IN (…)` cannot use the (kind, updatedAt, key) index for ordering, so SQLite would
+    // sort every matching row. One index-ordered query per kind, merged here, stays bounded.
+    const perKind = await Promise.all(f.kinds.map((kind) => listSessions(env, { ...f, kinds: [kind] })));
+    return perKind
+      .flat()
+      .sort((a, b) => b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
+      .slice(0, f.limit);
+  }
   const s = schema.sessions;
   const where: (SQL | undefined)[] = [];
-  if (f.kinds?.length) where.push(inArray(s.kind, f.kinds));
+  if (f.kinds?.length) where.push(eq(s.kind, f.kinds[0] ?? ""));
   if (f.agentId) where.push(eq(s.agentId, f.agentId));
   if (f.label) where.push(eq(s.label, f.label));
   if (f.spawnedBy) where.push(eq(s.spawnedBy, f.spawnedBy));

@@ -206,17 +206,19 @@ export function rowToMessage(r: MessageRow): TranscriptMessage {
   return m;
 }
 
-/** The newest `limit` messages of a transcript, excluding one run's own messages; oldest first. */
+/** The newest `limit` messages of a transcript, oldest first; optionally without one run's own messages or tool results. */
 export async function recentMessages(
   env: Env,
   sessionId: string,
   limit: number,
-  excludeRunId?: string,
+  opts: { excludeRunId?: string; excludeToolResults?: boolean } = {},
 ): Promise<TranscriptMessage[]> {
   const m = schema.messages;
-  const where = excludeRunId
-    ? and(eq(m.sessionId, sessionId), or(isNull(m.runId), ne(m.runId, excludeRunId)))
-    : eq(m.sessionId, sessionId);
+  const where = and(
+    eq(m.sessionId, sessionId),
+    opts.excludeRunId ? or(isNull(m.runId), ne(m.runId, opts.excludeRunId)) : undefined,
+    opts.excludeToolResults ? ne(m.role, "toolResult") : undefined,
+  );
   const rows = await database(env).select().from(m).where(where).orderBy(desc(m.seq)).limit(limit).all();
   return rows.reverse().map(rowToMessage);
 }

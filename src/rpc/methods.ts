@@ -221,8 +221,7 @@ export const METHODS: Record<string, Method> = {
       const sessions = await Promise.all(
         page.map(async (row) => {
           if (!messageLimit) return listRow(row, row.key);
-          const recent = await recentMessages(env, row.sessionId, messageLimit * 3);
-          const msgs = recent.filter((m) => m.role !== "toolResult").slice(-messageLimit);
+          const msgs = await recentMessages(env, row.sessionId, messageLimit, { excludeToolResults: true });
           return listRow(row, row.key, msgs);
         }),
       );

@@ -97,8 +97,12 @@ const DEFAULT_SYSTEM_PROMPT =
 const GREETING_TEXT =
   "The session was just reset. Greet the user in one short sentence and confirm the fresh start.";
 
+/** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
 function isUniqueViolation(error: unknown): boolean {
-  return error instanceof Error && /UNIQUE constraint failed/i.test(error.message);
+  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    if (/UNIQUE constraint failed/i.test(e.message)) return true;
+  }
+  return false;
 }
 
 export class SessionActor extends DurableObject<Env> {
@@ -694,12 +698,9 @@ export class SessionActor extends DurableObject<Env> {
       if (entry && (entry.model !== resolved.ref || entry.contextTokens !== resolved.contextWindow)) {
         this.saveEntry({ ...entry, model: resolved.ref, contextTokens: resolved.contextWindow });
       }
-      const history = await recentMessages(
-        env,
-        spec.sessionId,
-        config.agents.defaults.contextMessages,
-        runId,
-      );
+      const history = await recentMessages(env, spec.sessionId, config.agents.defaults.contextMessages, {
+        excludeRunId: runId,
+      });
       const result: AgentLoopResult = await runAgentLoop({
         runId,
         model,

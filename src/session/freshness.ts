@@ -69,8 +69,8 @@ export function nextDailyBoundary(t: number, atHour: number, timeZone: string): 
   const { y, m, d } = localDate(t, timeZone);
   const today = zonedHour(y, m, d, atHour, timeZone);
   if (today > t) return today;
-  const { y: y2, m: m2, d: d2 } = localDate(today + 26 * 3_600_000, timeZone);
-  return zonedHour(y2, m2, d2, atHour, timeZone);
+  // Date.UTC rolls day d + 1 over month and year ends.
+  return zonedHour(y, m, d + 1, atHour, timeZone);
 }
 
 /** When the session becomes stale under the policy, or undefined if it never does. */

@@ -8,8 +8,8 @@
  */
 import { generateText, type LanguageModel, type ToolSet, tool } from "ai";
 import { type ContentPart, type TranscriptMessage, textOf, toModelMessages } from "../session/transcript";
+import type { AgentTool, ToolContext } from "../tools/types";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
-import type { AgentTool, ToolContext } from "./tools";
 
 export interface RunCheckpoint {
   /** Model steps completed. */

@@ -22,7 +22,6 @@ import {
   runAgentLoop,
 } from "../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
-import { BUILT_IN_TOOLS, toolsForAgent } from "../agent/tools";
 import { loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import {
@@ -43,6 +42,7 @@ import {
 import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } from "../delivery/deliver";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
+import { toolsForSession } from "../tools/registry";
 import { evaluateFreshness, resolveResetPolicy, sessionExpiry } from "./freshness";
 import { matchResetTrigger } from "./reset-trigger";
 import type { TranscriptMessage } from "./transcript";
@@ -707,13 +707,24 @@ export class SessionActor extends DurableObject<Env> {
         modelRef: resolved.ref,
         system: this.systemPrompt(req, agent?.systemPrompt ?? config.agents.defaults.systemPrompt),
         history: [...history, ...inputs],
-        tools: toolsForAgent(agent, config, BUILT_IN_TOOLS),
+        tools: toolsForSession(req.sessionKey, agent, config),
         maxSteps: config.agents.defaults.maxSteps,
         keepToolResults: config.agents.defaults.contextPruning.keepToolResults,
         retry: config.models.retry,
         signal: controller.signal,
         checkpoint: progress.loop,
-        toolContext: { sessionKey: req.sessionKey, agentId: req.init.agentId, runId, config, env },
+        toolContext: {
+          caller: {
+            sessionKey: req.sessionKey,
+            agentId: req.init.agentId,
+            entry: this.entry(),
+            runId,
+            trigger: req.trigger,
+            ...(req.flow ? { flow: { flowId: req.flow.flowId, hop: req.flow.hop } } : {}),
+          },
+          config,
+          env,
+        },
         persist: async (cp, appended) => {
           progress.loop = cp;
           save();

@@ -29,6 +29,46 @@ export interface EntryInit {
   spawnedBy?: string;
 }
 
+/**
+ * An agent-to-agent exchange started by `sessions_send` (SPEC §6): the primary run in the
+ * target, reply-back rounds alternating requester/target, then the announce step in the target.
+ */
+export interface FlowMeta {
+  flowId: string;
+  /** Hop count of the inter-session message that started this exchange. */
+  hop: number;
+  requesterKey: string;
+  targetKey: string;
+  phase: "primary" | "reply" | "announce";
+  /** 0 for the primary run, 1.. for reply-back rounds. */
+  round: number;
+  maxRounds: number;
+  originalMessage: string;
+  /** The target's reply to the original message (round 1 of the exchange). */
+  firstReply?: string;
+}
+
+/** A sub-agent run started by `sessions_spawn` (SPEC §6), and its announce step. */
+export interface SpawnMeta {
+  requesterKey: string;
+  /** The requester's chat route captured at spawn time. */
+  requesterRoute?: DeliveryContext;
+  cleanup: "keep" | "delete";
+  phase: "task" | "announce";
+  /** Set on the announce step: how the task run ended. */
+  task?: {
+    runId: string;
+    status: RunStatus;
+    error?: string;
+    reply?: string;
+    lastToolResult?: string;
+    startedAt: number;
+    endedAt: number;
+    inputTokens: number;
+    outputTokens: number;
+  };
+}
+
 export interface EnqueueRequest {
   sessionKey: string;
   runId: string;
@@ -45,6 +85,8 @@ export interface EnqueueRequest {
   idempotencyKey?: string;
   timeoutSeconds?: number;
   model?: string;
+  flow?: FlowMeta;
+  spawn?: SpawnMeta;
 }
 
 export type ActorError = {

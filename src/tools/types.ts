@@ -1,0 +1,62 @@
+/**
+ * Tool contract: every tool is declared once with a zod schema, which gives the model its JSON
+ * schema, validates the model's (or HTTP caller's) arguments, and types `execute`. Tools return
+ * JSON; expected failures are results (`{ status: "error" | "forbidden", error }`), not throws.
+ */
+import type { z } from "zod";
+import type { Config } from "../config/schema";
+import type { SessionRow } from "../db/queries";
+import type { RunTrigger } from "../session/types";
+
+/** The session on whose behalf a tool runs (visibility and policy are decided from it). */
+export interface CallerContext {
+  /** Canonical key of the acting session. */
+  sessionKey: string;
+  agentId: string;
+  /** The acting session's entry; absent when it has never been used (e.g. a fresh main key over HTTP). */
+  entry?: SessionRow;
+  /** The run making the call; absent for /tools/invoke. */
+  runId?: string;
+  trigger: RunTrigger | "http";
+  /** Set when the acting run was triggered by an inter-session message. */
+  flow?: { flowId: string; hop: number };
+}
+
+export interface ToolContext {
+  caller: CallerContext;
+  /** The model's tool call id (or an HTTP idempotency key): stable across a resumed run. */
+  toolCallId: string;
+  config: Config;
+  env: Env;
+}
+
+export interface AgentTool<S extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  schema: S;
+  execute(input: z.output<S>, ctx: ToolContext): Promise<unknown>;
+}
+
+export function defineTool<S extends z.ZodType>(tool: AgentTool<S>): AgentTool {
+  return tool as unknown as AgentTool;
+}
+
+export type ToolFailure = { status: "error" | "forbidden"; error: string };
+
+export function toolError(error: string): ToolFailure {
+  return { status: "error", error };
+}
+
+export function forbidden(error: string): ToolFailure {
+  return { status: "forbidden", error };
+}
+
+export function isToolFailure(value: unknown): value is ToolFailure {
+  const v = value as { status?: unknown; error?: unknown } | null;
+  return (
+    typeof v === "object" &&
+    v !== null &&
+    (v.status === "error" || v.status === "forbidden") &&
+    typeof v.error === "string"
+  );
+}

@@ -1,0 +1,903 @@
+/**
+ * `npm run bench`: starts the gateway locally (`wrangler dev`, echo model, temporary persistence)
+ * with a fake Telegram connector on 127.0.0.1, measures the public HTTP surface and prints one
+ * markdown table plus the acceptance ratios (PASS/FAIL) to stdout. Progress goes to stderr.
+ *
+ * Phases (fixed request counts, a time cap each, everything on 127.0.0.1):
+ *  1. GET /healthz throughput at concurrency 32 (the floor).
+ *  2. Signed inbound webhooks to 1,000 distinct sessions at concurrency 32: ack req/s, p50/p99.
+ *  3. Inbound → delivery (the fake connector receives the reply) p50/p99 for those messages.
+ *  4. 200 messages to one session: all delivered, in send order, total time.
+ *  5. sessions.list (limit 50) p50 with ~1,000 and with 100,000 sessions in the index.
+ *  6. chat.history (limit 50) newest and deep page on a 100,000- vs a 100-message transcript.
+ *  7. A turn (`agent` + `agent.wait`) on the 100,000-message session vs a fresh session.
+ *
+ * Large data is seeded with bulk SQL (`wrangler d1 execute --local` on the same persistence
+ * directory, recursive CTEs generating rows inside SQLite); every measured request goes through
+ * the public HTTP surface. The gateway runs from a snapshot of the working tree (see `root`), and
+ * rows 1 and 3 also show the gateway's CPU time per request (Linux /proc, wrangler + workerd).
+ */
+import { execFile } from "node:child_process";
+import { createHmac } from "node:crypto";
+import {
+  cpSync,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { createServer, type Server } from "node:http";
+import os, { tmpdir } from "node:os";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import { promisify } from "node:util";
+import type { LocalServer } from "../scripts/lib/local-server.ts";
+import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
+
+const repo = path.resolve(import.meta.dirname, "..");
+/**
+ * The gateway runs from a snapshot of the working tree taken at start: `wrangler dev` watches its
+ * sources and reloads the Worker (restarting workerd) whenever a file changes, so edits made in
+ * the repository while the bench runs would otherwise stall or skew the measurements.
+ */
+const root = mkdtempSync(path.join(tmpdir(), "switchboard-bench-src-"));
+const wranglerBin = path.join(repo, "node_modules/.bin/wrangler");
+const childEnv = {
+  ...process.env,
+  PATH: `${path.join(root, "node_modules/.bin")}${path.delimiter}${process.env.PATH ?? ""}`,
+  WRANGLER_SEND_METRICS: "false",
+  CI: "true",
+};
+
+const TOKEN = "bench-token";
+const SECRET = "bench-connector-secret";
+const CONCURRENCY = 32;
+/** Above the 200 one-session messages of phase 4, so a slow run queue shows as time, not 429s. */
+const QUEUE_CAP = 256;
+const N = {
+  healthzWarmup: 1_000,
+  healthz: 5_000,
+  inboundWarmup: 32,
+  inbound: 1_000,
+  order: 200,
+  listWarmup: 20,
+  list: 200,
+  historyWarmupRounds: 10,
+  historyRounds: 100,
+  turnWarmup: 3,
+  turns: 20,
+  bigSessions: 100_000,
+  bigMessages: 100_000,
+  smallMessages: 100,
+};
+const CAP_MS = {
+  healthz: 30_000,
+  inbound: 90_000,
+  deliveries: 180_000,
+  order: 180_000,
+  list: 30_000,
+  history: 60_000,
+  turns: 90_000,
+};
+
+const started = performance.now();
+function log(msg: string): void {
+  process.stderr.write(`[bench +${((performance.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics and a small concurrency pool
+
+function percentile(samples: number[], p: number): number {
+  if (samples.length === 0) return Number.NaN;
+  const sorted = [...samples].sort((a, b) => a - b);
+  const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
+  return sorted[Math.min(rank, sorted.length) - 1] ?? Number.NaN;
+}
+
+const ms = (v: number) => (Number.isFinite(v) ? `${v < 10 ? v.toFixed(2) : v.toFixed(1)} ms` : "n/a");
+const rps = (v: number) => (Number.isFinite(v) ? `${Math.round(v).toLocaleString("en-US")} req/s` : "n/a");
+const int = (v: number) => v.toLocaleString("en-US");
+
+/** Runs `task(i)` for i in [0, count) with at most `concurrency` in flight; stops starting new
+ * tasks at the deadline. Returns how many tasks ran and the elapsed wall time. */
+async function pool(
+  count: number,
+  concurrency: number,
+  deadline: number,
+  task: (i: number) => Promise<void>,
+): Promise<{ done: number; elapsedMs: number }> {
+  let next = 0;
+  let done = 0;
+  const t0 = performance.now();
+  const worker = async () => {
+    while (next < count && performance.now() < deadline) {
+      const i = next++;
+      await task(i);
+      done++;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+  return { done, elapsedMs: performance.now() - t0 };
+}
+
+/**
+ * CPU seconds used so far by the gateway's process group (wrangler + workerd; the server is
+ * spawned detached, so its pid is the group id). Linux /proc only; NaN elsewhere.
+ */
+function gatewayCpuSeconds(): number {
+  const group = server?.pid;
+  if (!group || process.platform !== "linux") return Number.NaN;
+  let ticks = 0;
+  try {
+    for (const pid of readdirSync("/proc")) {
+      if (!/^\d+$/.test(pid)) continue;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        // Fields after "(comm) ": state ppid pgrp … utime(11) stime(12).
+        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+        if (Number(f[2]) === group) ticks += Number(f[11]) + Number(f[12]);
+      } catch {
+        // the process went away
+      }
+    }
+  } catch {
+    return Number.NaN;
+  }
+  return ticks / 100; // USER_HZ is 100 on Linux
+}
+
+const cpuPer = (cpuS: number, count: number) =>
+  Number.isFinite(cpuS) && count > 0
+    ? `; gateway CPU ${((cpuS * 1000) / count).toFixed(2)} ms per request`
+    : "";
+
+const sleep = (msDelay: number) => new Promise<void>((r) => setTimeout(r, msDelay));
+
+// ---------------------------------------------------------------------------------------------
+// Fake connector: records every delivery with its arrival time (and checks its signature).
+
+interface Delivery {
+  deliveryId: string;
+  kind: string;
+  sessionKey: string;
+  to: string;
+  text: string;
+  replyToMessageId?: string;
+  at: number;
+}
+
+interface Connector {
+  server: Server;
+  url: string;
+  deliveries: Delivery[];
+  byReplyTo: Map<string, Delivery>;
+  duplicates: number;
+  badSignatures: number;
+  waiters: Set<() => void>;
+}
+
+async function startConnector(): Promise<Connector> {
+  const c: Connector = {
+    server: createServer(),
+    url: "",
+    deliveries: [],
+    byReplyTo: new Map(),
+    duplicates: 0,
+    badSignatures: 0,
+    waiters: new Set(),
+  };
+  const seen = new Set<string>();
+  c.server.on("request", (req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (d: Buffer) => chunks.push(d));
+    req.on("end", () => {
+      const at = performance.now();
+      const raw = Buffer.concat(chunks).toString("utf8");
+      const header = String(req.headers[SIGNATURE_HEADER] ?? "");
+      const m = /^t=(\d+),v1=([0-9a-f]+)$/.exec(header);
+      const expected = m ? createHmac("sha256", SECRET).update(`${m[1]}.${raw}`).digest("hex") : "";
+      if (!m || m[2] !== expected) c.badSignatures++;
+      try {
+        const d = JSON.parse(raw) as Omit<Delivery, "at">;
+        if (seen.has(d.deliveryId)) c.duplicates++;
+        else {
+          seen.add(d.deliveryId);
+          const rec: Delivery = { ...d, at };
+          c.deliveries.push(rec);
+          if (d.replyToMessageId) c.byReplyTo.set(d.replyToMessageId, rec);
+          for (const w of c.waiters) w();
+        }
+      } catch {
+        c.badSignatures++;
+      }
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+    });
+  });
+  c.server.keepAliveTimeout = 30_000;
+  await new Promise<void>((resolve) => c.server.listen(0, "127.0.0.1", resolve));
+  const address = c.server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  c.url = `http://127.0.0.1:${port}/deliver`;
+  return c;
+}
+
+/** Resolves when `done()` holds (checked on every delivery) or at the deadline. */
+async function waitFor(c: Connector, done: () => boolean, deadline: number): Promise<boolean> {
+  while (!done()) {
+    const left = deadline - performance.now();
+    if (left <= 0) return false;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(finish, Math.min(left, 250));
+      function finish() {
+        clearTimeout(timer);
+        c.waiters.delete(finish);
+        resolve();
+      }
+      c.waiters.add(finish);
+    });
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Source snapshot (see `root`)
+
+function snapshotSources(): void {
+  for (const entry of [
+    "src",
+    "migrations",
+    "scripts/lib",
+    "wrangler.toml",
+    "package.json",
+    "tsconfig.json",
+  ]) {
+    if (existsSync(path.join(repo, entry))) {
+      cpSync(path.join(repo, entry), path.join(root, entry), { recursive: true });
+    }
+  }
+  symlinkSync(path.join(repo, "node_modules"), path.join(root, "node_modules"), "dir");
+}
+
+/** The commit the snapshot is based on, and whether src/ or migrations/ had uncommitted changes. */
+async function sourceRevision(): Promise<string> {
+  const git = (args: string[]) =>
+    promisify(execFile)("git", args, { cwd: repo }).then(
+      (r) => r.stdout.trim(),
+      () => "",
+    );
+  const [head, dirty] = await Promise.all([
+    git(["rev-parse", "--short", "HEAD"]),
+    git(["status", "--porcelain", "--", "src", "migrations", "wrangler.toml"]),
+  ]);
+  if (!head) return "unknown revision";
+  return `${head}${dirty ? " + uncommitted changes" : ""}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP helpers against the gateway
+
+let server: LocalServer | undefined;
+let connector: Connector | undefined;
+const persistTo = mkdtempSync(path.join(tmpdir(), "switchboard-bench-"));
+
+function gw(): LocalServer {
+  if (!server) throw new Error("server is not running");
+  return server;
+}
+
+async function rpc<T>(method: string, params: unknown): Promise<T> {
+  const res = await fetch(`${gw().url}/rpc/${method}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(params),
+  });
+  const body = (await res.json()) as { ok: boolean; payload?: T; error?: { code: string; message: string } };
+  if (!res.ok || !body.ok || body.payload === undefined) {
+    throw new Error(`${method} → ${res.status} ${body.error?.code ?? ""}: ${body.error?.message ?? ""}`);
+  }
+  return body.payload;
+}
+
+async function timedRpc<T>(method: string, params: unknown): Promise<{ ms: number; payload: T }> {
+  const t0 = performance.now();
+  const payload = await rpc<T>(method, params);
+  return { ms: performance.now() - t0, payload };
+}
+
+interface InboundBody {
+  messageId: string;
+  chatType: "direct";
+  from: string;
+  to: string;
+  text: string;
+  senderName: string;
+  timestamp: number;
+}
+
+interface SignedInbound {
+  messageId: string;
+  body: string;
+  signature: string;
+}
+
+async function signInbound(msg: Omit<InboundBody, "chatType" | "to" | "timestamp">): Promise<SignedInbound> {
+  const body = JSON.stringify({ ...msg, chatType: "direct", to: "bench-bot", timestamp: Date.now() });
+  return { messageId: msg.messageId, body, signature: await signBody(SECRET, body) };
+}
+
+async function postInbound(m: SignedInbound): Promise<{ status: number; body: string }> {
+  const res = await fetch(`${gw().url}/hooks/inbound/telegram`, {
+    method: "POST",
+    headers: { "content-type": "application/json", [SIGNATURE_HEADER]: m.signature },
+    body: m.body,
+  });
+  return { status: res.status, body: await res.text() };
+}
+
+async function d1(sql: string): Promise<Array<{ results: Record<string, unknown>[] }>> {
+  const file = path.join(persistTo, "bench-seed.sql");
+  writeFileSync(file, sql);
+  const { stdout } = await promisify(execFile)(
+    wranglerBin,
+    ["d1", "execute", "switchboard", "--local", "--persist-to", persistTo, "--file", file, "--json"],
+    { cwd: root, env: childEnv, maxBuffer: 64 * 1024 * 1024 },
+  );
+  return JSON.parse(stdout) as Array<{ results: Record<string, unknown>[] }>;
+}
+
+async function d1Number(sql: string): Promise<number> {
+  const out = await d1(sql);
+  const row = out[out.length - 1]?.results[0] ?? {};
+  return Number(Object.values(row)[0] ?? Number.NaN);
+}
+
+const sqlText = (s: string) => `'${s.replaceAll("'", "''")}'`;
+
+// ---------------------------------------------------------------------------------------------
+// Result table
+
+interface Row {
+  id: string;
+  measure: string;
+  value: string;
+  detail: string;
+}
+const rows: Row[] = [];
+const bars: { name: string; rule: string; actual: string; pass: boolean }[] = [];
+const problems: string[] = [];
+let revision = "unknown revision";
+
+function row(id: string, measure: string, value: string, detail = ""): void {
+  rows.push({ id, measure, value, detail });
+  log(`${measure}: ${value}${detail ? ` (${detail})` : ""}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Phases
+
+async function phaseHealthz(): Promise<number> {
+  log(`phase 1: /healthz, ${N.healthz} requests at concurrency ${CONCURRENCY}`);
+  let errors = 0;
+  const hit = async () => {
+    try {
+      const res = await fetch(`${gw().url}/healthz`);
+      await res.arrayBuffer();
+      if (!res.ok) errors++;
+    } catch {
+      errors++;
+    }
+  };
+  await pool(N.healthzWarmup, CONCURRENCY, performance.now() + CAP_MS.healthz, hit);
+  errors = 0;
+  const cpu0 = gatewayCpuSeconds();
+  const { done, elapsedMs } = await pool(N.healthz, CONCURRENCY, performance.now() + CAP_MS.healthz, hit);
+  const cpu = gatewayCpuSeconds() - cpu0;
+  const throughput = (done / elapsedMs) * 1000;
+  row(
+    "1",
+    "/healthz throughput (c=32)",
+    rps(throughput),
+    `${int(done)} requests in ${(elapsedMs / 1000).toFixed(2)} s, ${errors} errors${cpuPer(cpu, done)}`,
+  );
+  if (errors) problems.push(`/healthz: ${errors} failed requests`);
+  return throughput;
+}
+
+async function phaseInbound(): Promise<{ ackRps: number }> {
+  const c = connector!;
+  log(`phase 2/3: warm-up, ${N.inboundWarmup} inbound messages to distinct sessions`);
+  const warm = await Promise.all(
+    Array.from({ length: N.inboundWarmup }, (_, i) =>
+      signInbound({
+        messageId: `warm-${i}`,
+        from: `warm-${i}`,
+        text: `warm-up ${i}`,
+        senderName: `Warm ${i}`,
+      }),
+    ),
+  );
+  await pool(warm.length, CONCURRENCY, performance.now() + CAP_MS.inbound, async (i) => {
+    const m = warm[i];
+    if (m) await postInbound(m);
+  });
+  await waitFor(c, () => warm.every((m) => c.byReplyTo.has(m.messageId)), performance.now() + 60_000);
+
+  log(`phase 2/3: ${N.inbound} signed inbound messages to ${N.inbound} distinct sessions, c=${CONCURRENCY}`);
+  const msgs = await Promise.all(
+    Array.from({ length: N.inbound }, (_, i) => {
+      const peer = `peer-${String(i).padStart(4, "0")}`;
+      return signInbound({
+        messageId: `in-${i}`,
+        from: peer,
+        text: `hello from ${peer}`,
+        senderName: `Peer ${i}`,
+      });
+    }),
+  );
+  const sentAt = new Map<string, number>();
+  const ackMs: number[] = [];
+  const statuses = new Map<number, number>();
+  const errorBodies: string[] = [];
+  const cpu0 = gatewayCpuSeconds();
+  const { done, elapsedMs } = await pool(
+    msgs.length,
+    CONCURRENCY,
+    performance.now() + CAP_MS.inbound,
+    async (i) => {
+      const m = msgs[i];
+      if (!m) return;
+      const t0 = performance.now();
+      sentAt.set(m.messageId, t0);
+      try {
+        const r = await postInbound(m);
+        ackMs.push(performance.now() - t0);
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        if (r.status !== 202 && errorBodies.length < 3)
+          errorBodies.push(`${r.status} ${r.body.slice(0, 200)}`);
+      } catch (error) {
+        statuses.set(0, (statuses.get(0) ?? 0) + 1);
+        if (errorBodies.length < 3) errorBodies.push(String(error));
+      }
+    },
+  );
+  const accepted = statuses.get(202) ?? 0;
+  const ackRps = (accepted / elapsedMs) * 1000;
+  const statusText = [...statuses].map(([s, n]) => `${s || "network error"}×${n}`).join(", ");
+  row(
+    "2",
+    "inbound ack throughput (c=32, 1,000 sessions)",
+    rps(ackRps),
+    `${int(done)} sent in ${(elapsedMs / 1000).toFixed(2)} s; statuses ${statusText}`,
+  );
+  row("2", "inbound ack latency p50 / p99", `${ms(percentile(ackMs, 50))} / ${ms(percentile(ackMs, 99))}`);
+  if (accepted !== done)
+    problems.push(`inbound: non-202 answers (${statusText}): ${errorBodies.join(" | ")}`);
+
+  log("phase 3: waiting for every reply to reach the fake connector");
+  const ids = msgs.slice(0, done).map((m) => m.messageId);
+  const allDelivered = await waitFor(
+    c,
+    () => ids.every((id) => c.byReplyTo.has(id)),
+    performance.now() + CAP_MS.deliveries,
+  );
+  const cpu = gatewayCpuSeconds() - cpu0;
+  const completion: number[] = [];
+  let lastAt = 0;
+  for (const id of ids) {
+    const d = c.byReplyTo.get(id);
+    const t0 = sentAt.get(id);
+    if (d && t0 !== undefined) {
+      completion.push(d.at - t0);
+      lastAt = Math.max(lastAt, d.at);
+    }
+  }
+  const firstSent = Math.min(...sentAt.values());
+  row(
+    "3",
+    "inbound → delivery p50 / p99",
+    `${ms(percentile(completion, 50))} / ${ms(percentile(completion, 99))}`,
+    `${int(completion.length)}/${int(ids.length)} delivered${allDelivered ? "" : " (time cap hit)"}; last reply ${((lastAt - firstSent) / 1000).toFixed(2)} s after the first send${cpuPer(cpu, ids.length).replace("request", "message (ack + run + delivery)")}`,
+  );
+  if (!allDelivered) problems.push(`deliveries: only ${completion.length}/${ids.length} within the cap`);
+  return { ackRps };
+}
+
+async function phaseOrder(): Promise<void> {
+  const c = connector!;
+  const peer = "order-peer";
+  const sessionKey = `agent:main:telegram:dm:${peer}`;
+  log(`phase 4: ${N.order} messages to one session (${sessionKey}), sent one after another`);
+  const warm = await signInbound({
+    messageId: "order-warm",
+    from: peer,
+    text: "warm-up",
+    senderName: "Order",
+  });
+  await postInbound(warm);
+  await waitFor(c, () => c.byReplyTo.has("order-warm"), performance.now() + 30_000);
+
+  const texts = Array.from({ length: N.order }, (_, i) => `order message ${String(i).padStart(3, "0")}`);
+  const deadline = performance.now() + CAP_MS.order;
+  const t0 = performance.now();
+  const statuses = new Map<number, number>();
+  let sent = 0;
+  for (let i = 0; i < N.order && performance.now() < deadline; i++) {
+    const m = await signInbound({
+      messageId: `order-${i}`,
+      from: peer,
+      text: texts[i] ?? "",
+      senderName: "Order",
+    });
+    const r = await postInbound(m);
+    statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+    if (r.status !== 202 && (statuses.get(r.status) ?? 0) === 1) {
+      problems.push(`order: message ${i} answered ${r.status} ${r.body.slice(0, 200)}`);
+    }
+    sent++;
+  }
+  const sendMs = performance.now() - t0;
+  const ids = Array.from({ length: sent }, (_, i) => `order-${i}`);
+  const complete = await waitFor(c, () => ids.every((id) => c.byReplyTo.has(id)), deadline);
+  const got = c.deliveries.filter(
+    (d) => d.sessionKey === sessionKey && d.replyToMessageId?.startsWith("order-"),
+  );
+  const measured = got.filter((d) => d.replyToMessageId !== "order-warm");
+  const arrival = measured.map((d) => Number(d.replyToMessageId?.slice("order-".length)));
+  let inOrder = measured.length === sent;
+  for (let i = 0; i < arrival.length; i++) if (arrival[i] !== i) inOrder = false;
+  let textsOk = 0;
+  for (const d of measured) {
+    const i = Number(d.replyToMessageId?.slice("order-".length));
+    if (d.text === `echo: ${texts[i]}`) textsOk++;
+  }
+  const lastAt = Math.max(...measured.map((d) => d.at));
+  const totalMs = measured.length ? lastAt - t0 : Number.NaN;
+  const statusText = [...statuses].map(([s, n]) => `${s}×${n}`).join(", ");
+  row(
+    "4",
+    "200 messages → one session: processed / in order",
+    `${measured.length}/${N.order} delivered, ${inOrder ? "in send order" : "OUT OF ORDER"}`,
+    `${textsOk}/${measured.length} replies echo their own message; acks ${statusText}${complete ? "" : "; time cap hit"}`,
+  );
+  row(
+    "4",
+    "200 messages → one session: total time",
+    `${(totalMs / 1000).toFixed(2)} s`,
+    `first send → last delivery (sending took ${(sendMs / 1000).toFixed(2)} s); ${ms(totalMs / N.order)} per message`,
+  );
+  if (!inOrder || measured.length !== N.order) {
+    problems.push(
+      `order: ${measured.length}/${N.order} delivered, arrival order ${arrival.slice(0, 20).join(",")}…`,
+    );
+  }
+}
+
+async function measureList(label: string, sessionCount: number): Promise<number> {
+  log(`phase 5: sessions.list limit 50 with ${int(sessionCount)} sessions`);
+  const samples: number[] = [];
+  let bad = 0;
+  const one = async (record: boolean) => {
+    const r = await timedRpc<{ count: number }>("sessions.list", { limit: 50 });
+    if (r.payload.count !== 50) bad++;
+    if (record) samples.push(r.ms);
+  };
+  await pool(N.listWarmup, 1, performance.now() + CAP_MS.list, () => one(false));
+  await pool(N.list, 1, performance.now() + CAP_MS.list, () => one(true));
+  const p50 = percentile(samples, 50);
+  row(
+    "5",
+    `sessions.list (limit 50) p50, ${label}`,
+    ms(p50),
+    `${int(sessionCount)} sessions in the index; p99 ${ms(percentile(samples, 99))}; n=${samples.length}`,
+  );
+  if (bad) problems.push(`sessions.list: ${bad} pages with fewer than 50 rows`);
+  return p50;
+}
+
+/** Bulk-adds `count` synthetic DM sessions (plus their transcripts rows) with older timestamps. */
+async function seedSessions(count: number): Promise<void> {
+  const now = Date.now();
+  const sid = "printf('5eed0000-0000-4000-8000-%012d', i)";
+  const key = "'agent:main:telegram:dm:seed-' || i";
+  const at = `${now - 3_600_000} - i * 1000`;
+  await d1(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
+INSERT INTO sessions (key, agent_id, session_id, kind, chat_type, channel, display_name, created_at, updated_at,
+  session_started_at, last_interaction_at, model, context_tokens, input_tokens, output_tokens, total_tokens,
+  system_sent, last_channel, last_to, last_account_id, delivery_context, origin, run_status)
+SELECT ${key}, 'main', ${sid}, 'other', 'direct', 'telegram', 'Seed ' || i, ${at}, ${at}, ${at}, ${at},
+  'echo/echo', 32000, 20, 20, 40, 1, 'telegram', 'seed-' || i, 'default',
+  json_object('channel', 'telegram', 'to', 'seed-' || i, 'accountId', 'default'),
+  json_object('label', 'Seed ' || i, 'provider', 'telegram', 'from', 'seed-' || i, 'to', 'bench-bot', 'accountId', 'default'),
+  'idle'
+FROM n;
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
+INSERT INTO transcripts (session_id, session_key, created_at) SELECT ${sid}, ${key}, ${at} FROM n;`);
+}
+
+/** Bulk-appends messages to a transcript so that it holds exactly `total` rows (seq continues). */
+async function seedMessages(sessionId: string, total: number): Promise<void> {
+  const out = await d1(
+    `SELECT COUNT(*) AS n, COALESCE(MAX(seq), 0) AS maxSeq FROM messages WHERE session_id = ${sqlText(sessionId)};`,
+  );
+  const first = out[0]?.results[0] ?? {};
+  const have = Number(first.n ?? 0);
+  const base = Number(first.maxSeq ?? 0);
+  const add = total - have;
+  if (add <= 0) return;
+  const now = Date.now();
+  await d1(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${add})
+INSERT INTO messages (session_id, seq, id, role, content, timestamp, run_id, model, usage, provenance)
+SELECT ${sqlText(sessionId)}, ${base} + i, ${sqlText(`seed:${sessionId}:`)} || i,
+  CASE i % 2 WHEN 1 THEN 'user' ELSE 'assistant' END,
+  json_array(json_object('type', 'text', 'text',
+    CASE i % 2 WHEN 1 THEN 'seeded user message ' || i || ': a line of chat of a typical length, give or take'
+    ELSE 'echo: seeded user message ' || (i - 1) || ': a line of chat of a typical length, give or take' END)),
+  ${now - 3_600_000} + i, 'seed-run-' || ((i + 1) / 2),
+  CASE i % 2 WHEN 0 THEN 'echo/echo' END,
+  CASE i % 2 WHEN 0 THEN json_object('inputTokens', 30, 'outputTokens', 20, 'totalTokens', 50) END,
+  CASE i % 2 WHEN 1 THEN json_object('kind', 'external_user', 'sourceChannel', 'telegram') END
+FROM n;`);
+}
+
+interface AgentAccepted {
+  runId: string;
+  sessionKey: string;
+  sessionId: string;
+}
+
+async function turn(sessionKey: string, text: string): Promise<{ ms: number; accepted: AgentAccepted }> {
+  const t0 = performance.now();
+  const accepted = await rpc<AgentAccepted>("agent", { message: text, sessionKey });
+  const done = await rpc<{ status: string; error?: string }>("agent.wait", {
+    runId: accepted.runId,
+    timeoutMs: 30_000,
+  });
+  if (done.status !== "ok") throw new Error(`turn on ${sessionKey}: ${done.status} ${done.error ?? ""}`);
+  return { ms: performance.now() - t0, accepted };
+}
+
+interface HistoryPayload {
+  messages: { seq: number }[];
+  hasMore: boolean;
+}
+
+async function phaseHistory(big: string, small: string): Promise<{ deepBig: number; deepSmall: number }> {
+  log("phase 6: chat.history limit 50, newest and deep (before=52) pages, 100,000 vs 100 messages");
+  const variants = [
+    { name: "100,000 msgs, newest page", params: { sessionKey: big, limit: 50 }, samples: [] as number[] },
+    {
+      name: "100,000 msgs, deep page",
+      params: { sessionKey: big, limit: 50, before: 52 },
+      samples: [] as number[],
+    },
+    { name: "100 msgs, newest page", params: { sessionKey: small, limit: 50 }, samples: [] as number[] },
+    {
+      name: "100 msgs, deep page",
+      params: { sessionKey: small, limit: 50, before: 52 },
+      samples: [] as number[],
+    },
+  ];
+  let bad = 0;
+  const round = async (record: boolean) => {
+    for (const v of variants) {
+      const r = await timedRpc<HistoryPayload>("chat.history", v.params);
+      if (r.payload.messages.length !== 50) bad++;
+      if (record) v.samples.push(r.ms);
+    }
+  };
+  await pool(N.historyWarmupRounds, 1, performance.now() + CAP_MS.history, () => round(false));
+  await pool(N.historyRounds, 1, performance.now() + CAP_MS.history, () => round(true));
+  for (const v of variants) {
+    row(
+      "6",
+      `chat.history (limit 50) p50, ${v.name}`,
+      ms(percentile(v.samples, 50)),
+      `p99 ${ms(percentile(v.samples, 99))}; n=${v.samples.length}`,
+    );
+  }
+  if (bad) problems.push(`chat.history: ${bad} pages with fewer than 50 messages`);
+  return {
+    deepBig: percentile(variants[1]?.samples ?? [], 50),
+    deepSmall: percentile(variants[3]?.samples ?? [], 50),
+  };
+}
+
+async function phaseTurns(big: string, fresh: string): Promise<{ bigP50: number; freshP50: number }> {
+  log(`phase 7: ${N.turns} turns each on the 100,000-message session and on a fresh session (interleaved)`);
+  for (let i = 0; i < N.turnWarmup; i++) {
+    await turn(fresh, `warm-up ${i}`);
+    await turn(big, `warm-up ${i}`);
+  }
+  const bigMs: number[] = [];
+  const freshMs: number[] = [];
+  const deadline = performance.now() + CAP_MS.turns;
+  for (let i = 0; i < N.turns && performance.now() < deadline; i++) {
+    // Alternate which goes first so drift affects both sides alike.
+    const order = i % 2 === 0 ? [big, fresh] : [fresh, big];
+    for (const key of order) {
+      const r = await turn(key, `turn ${i}`);
+      (key === big ? bigMs : freshMs).push(r.ms);
+    }
+  }
+  const bigP50 = percentile(bigMs, 50);
+  const freshP50 = percentile(freshMs, 50);
+  row(
+    "7",
+    "turn (agent + agent.wait) p50, 100,000-message session",
+    ms(bigP50),
+    `p99 ${ms(percentile(bigMs, 99))}; n=${bigMs.length}`,
+  );
+  row(
+    "7",
+    "turn (agent + agent.wait) p50, fresh session",
+    ms(freshP50),
+    `p99 ${ms(percentile(freshMs, 99))}; n=${freshMs.length}`,
+  );
+  return { bigP50, freshP50 };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+
+async function main(): Promise<void> {
+  revision = await sourceRevision();
+  snapshotSources();
+  const { startLocalServer } = (await import(
+    pathToFileURL(path.join(root, "scripts/lib/local-server.ts")).href
+  )) as typeof import("../scripts/lib/local-server.ts");
+  connector = await startConnector();
+  log(`fake connector on ${connector.url}; starting wrangler dev (persist ${persistTo})`);
+  server = await startLocalServer({
+    persistTo,
+    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
+    config: {
+      session: { dmScope: "per-channel-peer", queue: { cap: QUEUE_CAP } },
+      connectors: { telegram: { deliverUrl: connector.url, secretEnv: "CONNECTOR_SECRET" } },
+    },
+  });
+  log(`gateway on ${server.url} (pid ${server.pid})`);
+
+  const healthzRps = await phaseHealthz();
+  const { ackRps } = await phaseInbound();
+  await phaseOrder();
+
+  const count1k = await d1Number("SELECT COUNT(*) AS n FROM sessions;");
+  const list1k = await measureList("~1k sessions", count1k);
+
+  log("creating the two transcript sessions through the API");
+  const bigKey = "agent:main:bench-big";
+  const smallKey = "agent:main:bench-small";
+  const big = (await turn(bigKey, "first message of the big transcript")).accepted;
+  const small = (await turn(smallKey, "first message of the small transcript")).accepted;
+  const have = await d1Number("SELECT COUNT(*) AS n FROM sessions;");
+  const add = N.bigSessions - have;
+  log(`seeding ${int(add)} sessions and ${int(N.bigMessages)} + ${N.smallMessages} messages (bulk SQL)`);
+  const seedStart = performance.now();
+  await seedSessions(add);
+  await seedMessages(big.sessionId, N.bigMessages);
+  await seedMessages(small.sessionId, N.smallMessages);
+  const count100k = await d1Number("SELECT COUNT(*) AS n FROM sessions;");
+  const bigCount = await d1Number(
+    `SELECT COUNT(*) FROM messages WHERE session_id = ${sqlText(big.sessionId)};`,
+  );
+  const smallCount = await d1Number(
+    `SELECT COUNT(*) FROM messages WHERE session_id = ${sqlText(small.sessionId)};`,
+  );
+  log(
+    `seeded in ${((performance.now() - seedStart) / 1000).toFixed(1)} s: ${int(count100k)} sessions, transcripts of ${int(bigCount)} and ${int(smallCount)} messages`,
+  );
+  // The server sees the seeded rows through the public API.
+  await rpc("sessions.resolve", { key: "agent:main:telegram:dm:seed-1" });
+
+  const list100k = await measureList("100k sessions", count100k);
+  const history = await phaseHistory(bigKey, smallKey);
+  const turns = await phaseTurns(bigKey, "agent:main:bench-fresh");
+
+  // Appends after the bulk seed continue above it (MAX(seq) + 1).
+  const tail = await rpc<HistoryPayload>("chat.history", { sessionKey: bigKey, limit: 1 });
+  const tailSeq = tail.messages[0]?.seq ?? 0;
+  if (tailSeq <= N.bigMessages) problems.push(`big transcript: newest seq ${tailSeq} is not above the seed`);
+
+  bars.push({
+    name: "inbound ack throughput ≥ 25% of /healthz",
+    rule: "ack req/s ÷ healthz req/s ≥ 0.25",
+    actual: `${(ackRps / healthzRps).toFixed(3)} (${Math.round(ackRps)} / ${Math.round(healthzRps)})`,
+    pass: ackRps >= 0.25 * healthzRps,
+  });
+  bars.push({
+    name: "sessions.list p50 at 100k ≤ 1.5× at 1k",
+    rule: "p50(100k) ÷ p50(1k) ≤ 1.5",
+    actual: `${(list100k / list1k).toFixed(2)}× (${ms(list100k)} vs ${ms(list1k)})`,
+    pass: list100k <= 1.5 * list1k,
+  });
+  bars.push({
+    name: "deep chat.history p50 on 100k msgs ≤ 1.5× on 100 msgs",
+    rule: "p50(100k, before=52) ÷ p50(100, before=52) ≤ 1.5",
+    actual: `${(history.deepBig / history.deepSmall).toFixed(2)}× (${ms(history.deepBig)} vs ${ms(history.deepSmall)})`,
+    pass: history.deepBig <= 1.5 * history.deepSmall,
+  });
+  bars.push({
+    name: "turn on the 100k-message session not slower than fresh",
+    rule: "p50(100k) ≤ max(1.5 × p50(fresh), p50(fresh) + 5 ms)",
+    actual: `${(turns.bigP50 / turns.freshP50).toFixed(2)}×, +${(turns.bigP50 - turns.freshP50).toFixed(1)} ms (${ms(turns.bigP50)} vs ${ms(turns.freshP50)})`,
+    pass: turns.bigP50 <= Math.max(1.5 * turns.freshP50, turns.freshP50 + 5),
+  });
+
+  const c = connector;
+  if (c.duplicates) problems.push(`fake connector received ${c.duplicates} duplicate deliveries`);
+  if (c.badSignatures) problems.push(`fake connector received ${c.badSignatures} badly signed deliveries`);
+}
+
+function printReport(totalS: number): void {
+  const out: string[] = [];
+  out.push("## Switchboard bench");
+  out.push("");
+  out.push(
+    `Local \`wrangler dev\` on 127.0.0.1, echo model, config \`session: { dmScope: "per-channel-peer", queue: { cap: ${QUEUE_CAP} } }\` + a fake \`telegram\` connector; sources ${revision} (snapshot); ${process.platform}/${process.arch}, ${os.cpus().length} CPUs, Node ${process.version}, ${new Date().toISOString()}`,
+  );
+  out.push("");
+  out.push("| # | Measure | Value | Detail |");
+  out.push("|---|---|---|---|");
+  for (const r of rows) out.push(`| ${r.id} | ${r.measure} | ${r.value} | ${r.detail} |`);
+  out.push("");
+  out.push("| Acceptance bar | Rule | Actual | Result |");
+  out.push("|---|---|---|---|");
+  for (const b of bars) out.push(`| ${b.name} | ${b.rule} | ${b.actual} | ${b.pass ? "PASS" : "FAIL"} |`);
+  out.push("");
+  out.push(`Total bench time: ${totalS.toFixed(1)} s`);
+  if (problems.length) {
+    out.push("");
+    out.push("Problems seen:");
+    for (const p of problems) out.push(`- ${p}`);
+  }
+  process.stdout.write(`${out.join("\n")}\n`);
+}
+
+let cleaning: Promise<void> | undefined;
+function cleanup(): Promise<void> {
+  cleaning ??= (async () => {
+    const s = server;
+    server = undefined;
+    if (s) {
+      log(`stopping the gateway (pid ${s.pid})`);
+      await s.stop().catch(() => undefined);
+    }
+    const c = connector;
+    connector = undefined;
+    if (c) {
+      c.server.closeAllConnections();
+      await new Promise<void>((resolve) => c.server.close(() => resolve()));
+    }
+    rmSync(persistTo, { recursive: true, force: true });
+    // The snapshot links node_modules: unlink that first, so nothing can ever follow it.
+    rmSync(path.join(root, "node_modules"), { force: true });
+    rmSync(root, { recursive: true, force: true });
+  })();
+  return cleaning;
+}
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    log(`${signal}: stopping`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+
+let failed = false;
+try {
+  await main();
+} catch (error) {
+  failed = true;
+  log(`bench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+  const out = server?.output();
+  if (out) log(`wrangler output (tail):\n${out.slice(-4000)}`);
+} finally {
+  await cleanup();
+}
+await sleep(0);
+printReport((performance.now() - started) / 1000);
+process.exit(failed ? 1 : 0);

@@ -31,8 +31,41 @@ export function database(env: Env) {
   return drizzle(env.DB, { schema });
 }
 
+/** A D1 statement from a drizzle query, so that writes of one step can share one `DB.batch`. */
+function statement(env: Env, query: { toSQL(): { sql: string; params: unknown[] } }): D1PreparedStatement {
+  const { sql, params } = query.toSQL();
+  return env.DB.prepare(sql).bind(...params);
+}
+
+/** Runs writes in one round trip (D1 batches are atomic). */
+export async function writeBatch(env: Env, statements: D1PreparedStatement[]): Promise<void> {
+  if (statements.length === 0) return;
+  await env.DB.batch(statements);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sessions
+
+export function upsertSessionStatement(env: Env, row: SessionRow): D1PreparedStatement {
+  const { key: _key, ...rest } = row;
+  return statement(
+    env,
+    database(env)
+      .insert(schema.sessions)
+      .values(row)
+      .onConflictDoUpdate({ target: schema.sessions.key, set: rest }),
+  );
+}
+
+export function recordTranscriptStatement(env: Env, sessionId: string, sessionKey: string, now: number) {
+  return statement(
+    env,
+    database(env)
+      .insert(schema.transcripts)
+      .values({ sessionId, sessionKey, createdAt: now })
+      .onConflictDoNothing(),
+  );
+}
 
 export async function upsertSession(env: Env, row: SessionRow): Promise<void> {
   const { key, ...rest } = row;
@@ -158,32 +191,37 @@ const APPEND_SQL = `INSERT OR IGNORE INTO messages
   SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12
   FROM messages WHERE session_id = ?1`;
 
+export function appendMessageStatements(
+  env: Env,
+  sessionId: string,
+  msgs: TranscriptMessage[],
+): D1PreparedStatement[] {
+  const stmt = env.DB.prepare(APPEND_SQL);
+  return msgs.map((m) =>
+    stmt.bind(
+      sessionId,
+      m.id,
+      m.role,
+      JSON.stringify(m.content),
+      m.toolCallId ?? null,
+      m.toolName ?? null,
+      m.isError === undefined ? null : m.isError ? 1 : 0,
+      m.timestamp,
+      m.runId ?? null,
+      m.model ?? null,
+      m.usage ? JSON.stringify(m.usage) : null,
+      m.provenance ? JSON.stringify(m.provenance) : null,
+    ),
+  );
+}
+
 /**
  * Appends messages in order. `seq` is assigned inside the statement (max + 1, served by the
  * primary key), and a message whose `id` is already stored is skipped, so a resumed run that
  * appends the same messages again changes nothing.
  */
 export async function appendMessages(env: Env, sessionId: string, msgs: TranscriptMessage[]): Promise<void> {
-  if (msgs.length === 0) return;
-  const stmt = env.DB.prepare(APPEND_SQL);
-  await env.DB.batch(
-    msgs.map((m) =>
-      stmt.bind(
-        sessionId,
-        m.id,
-        m.role,
-        JSON.stringify(m.content),
-        m.toolCallId ?? null,
-        m.toolName ?? null,
-        m.isError === undefined ? null : m.isError ? 1 : 0,
-        m.timestamp,
-        m.runId ?? null,
-        m.model ?? null,
-        m.usage ? JSON.stringify(m.usage) : null,
-        m.provenance ? JSON.stringify(m.provenance) : null,
-      ),
-    ),
-  );
+  await writeBatch(env, appendMessageStatements(env, sessionId, msgs));
 }
 
 type MessageRow = typeof schema.messages.$inferSelect;
@@ -270,8 +308,30 @@ export async function messagesAfter(env: Env, sessionId: string, afterSeq: numbe
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-export async function insertRun(env: Env, run: typeof schema.runs.$inferInsert): Promise<void> {
-  await database(env).insert(schema.runs).values(run).onConflictDoNothing().run();
+export function insertRunStatement(env: Env, run: typeof schema.runs.$inferInsert): D1PreparedStatement {
+  return statement(env, database(env).insert(schema.runs).values(run).onConflictDoNothing());
+}
+
+/** Creates the run row if missing and marks it running (one statement, idempotent). */
+export function startRunStatement(env: Env, run: typeof schema.runs.$inferInsert & { startedAt: number }) {
+  return statement(
+    env,
+    database(env)
+      .insert(schema.runs)
+      .values({ ...run, status: "running" })
+      .onConflictDoUpdate({
+        target: schema.runs.runId,
+        set: { status: "running", startedAt: run.startedAt },
+      }),
+  );
+}
+
+export function updateRunStatement(
+  env: Env,
+  runId: string,
+  fields: Partial<Omit<typeof schema.runs.$inferInsert, "runId">>,
+): D1PreparedStatement {
+  return statement(env, database(env).update(schema.runs).set(fields).where(eq(schema.runs.runId, runId)));
 }
 
 export async function updateRun(
@@ -293,8 +353,11 @@ export async function getRunByIdempotencyKey(env: Env, key: string): Promise<Run
 // ---------------------------------------------------------------------------------------------
 // Deliveries
 
-export async function insertDelivery(env: Env, row: typeof schema.deliveries.$inferInsert): Promise<void> {
-  await database(env).insert(schema.deliveries).values(row).onConflictDoNothing().run();
+export function insertDeliveryStatement(
+  env: Env,
+  row: typeof schema.deliveries.$inferInsert,
+): D1PreparedStatement {
+  return statement(env, database(env).insert(schema.deliveries).values(row).onConflictDoNothing());
 }
 
 export async function updateDelivery(
@@ -369,18 +432,37 @@ export async function staleActiveRuns(env: Env, before: number, limit: number) {
     .all();
 }
 
+/**
+ * Archives sub-agent sessions idle since `before` (bounded to `limit` rows per call, served by
+ * the partial index `sessions_subagent_archive`). Returns the archived keys.
+ */
+export async function archiveIdleSubagents(
+  env: Env,
+  before: number,
+  now: number,
+  limit: number,
+): Promise<string[]> {
+  const s = schema.sessions;
+  const due = await database(env)
+    .select({ key: s.key })
+    .from(s)
+    .where(
+      and(isNotNull(s.spawnedBy), isNull(s.archivedAt), lt(s.updatedAt, before), eq(s.runStatus, "idle")),
+    )
+    .limit(limit)
+    .all();
+  if (due.length === 0) return [];
+  const keys = due.map((d) => d.key);
+  await database(env).update(s).set({ archivedAt: now }).where(inArray(s.key, keys)).run();
+  return keys;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Inbound dedupe
 
-export async function getInbound(env: Env, channel: string, accountId: string, messageId: string) {
-  const i = schema.inbound;
-  return database(env)
-    .select()
-    .from(i)
-    .where(and(eq(i.channel, channel), eq(i.accountId, accountId), eq(i.messageId, messageId)))
-    .get();
-}
-
-export async function recordInbound(env: Env, row: typeof schema.inbound.$inferInsert): Promise<void> {
-  await database(env).insert(schema.inbound).values(row).onConflictDoNothing().run();
+export function recordInboundStatement(
+  env: Env,
+  row: typeof schema.inbound.$inferInsert,
+): D1PreparedStatement {
+  return statement(env, database(env).insert(schema.inbound).values(row).onConflictDoNothing());
 }

@@ -53,6 +53,10 @@ export const sessions = sqliteTable(
     index("sessions_spawned_by").on(t.spawnedBy, t.updatedAt),
     uniqueIndex("sessions_agent_label").on(t.agentId, t.label),
     index("sessions_expiry").on(t.expiresAt),
+    // Sub-agent sessions that may be due for archival (SPEC §6): only live children are indexed.
+    index("sessions_subagent_archive")
+      .on(t.updatedAt)
+      .where(sql`${t.spawnedBy} IS NOT NULL AND ${t.archivedAt} IS NULL`),
     uniqueIndex("sessions_session_id").on(t.sessionId),
   ],
 );

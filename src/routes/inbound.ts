@@ -1,12 +1,12 @@
 /**
- * `POST /hooks/inbound/:channel` (SPEC §4): verify signature → validate → dedupe → resolve
- * agent and session key → hand the message to the session's actor → 202. Never waits for the model.
+ * `POST /hooks/inbound/:channel` (SPEC §4): verify signature → validate → resolve agent and
+ * session key → hand the message to the session's actor → 202. Never waits for the model.
+ * Dedupe happens in the actor: the run id is derived from (channel, accountId, messageId).
  */
 import { Hono } from "hono";
 import { z } from "zod";
 import { SIGNATURE_HEADER, stableUuid, verifySignature } from "../auth/signature";
 import { loadConfig } from "../config/load";
-import { getInbound, recordInbound } from "../db/queries";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
 import { selectAgentId } from "../keys/agent-binding";
 import {
@@ -109,20 +109,6 @@ export const inbound = new Hono<{ Bindings: Env }>().post("/:channel", async (c)
       `accountId "${accountId}" is not configured for connector "${channel}" (allowed: ${connector.accounts.join(", ")})`,
     );
   }
-  const seen = await getInbound(c.env, channel, accountId, msg.messageId);
-  if (seen) {
-    return c.json(
-      {
-        ok: true,
-        sessionKey: seen.sessionKey,
-        sessionId: seen.sessionId,
-        runId: seen.runId,
-        status: "duplicate",
-      },
-      202,
-    );
-  }
-
   const peerId = msg.chatType === "direct" ? msg.from : stripLegacyGroupPrefix(msg.groupId ?? "");
   let agentId: string;
   if (msg.agentId) {
@@ -203,18 +189,9 @@ export const inbound = new Hono<{ Bindings: Env }>().post("/:channel", async (c)
     },
     userInteraction: true,
     hasThread: !!msg.threadId,
+    inbound: { channel, accountId, messageId: msg.messageId },
   });
   if (!result.ok) throw actorError(result);
-  await recordInbound(c.env, {
-    channel,
-    accountId,
-    messageId: msg.messageId,
-    sessionKey,
-    sessionId: result.sessionId,
-    runId: result.runId,
-    status: result.status,
-    createdAt: now,
-  });
   return c.json(
     { ok: true, sessionKey, sessionId: result.sessionId, runId: result.runId, status: result.status },
     202,

@@ -22,30 +22,47 @@ import {
   runAgentLoop,
 } from "../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
+import { stableUuid } from "../auth/signature";
 import { loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import {
+  appendMessageStatements,
   appendMessages,
   type DeliveryContext,
   deleteSessionRows,
   getSession,
-  insertDelivery,
-  insertRun,
+  insertDeliveryStatement,
+  insertRunStatement,
+  listSessions,
   type Origin,
   recentMessages,
-  recordTranscript,
+  recordInboundStatement,
+  recordTranscriptStatement,
   type SessionRow,
+  startRunStatement,
   updateDelivery,
   updateRun,
+  updateRunStatement,
   upsertSession,
+  upsertSessionStatement,
+  writeBatch,
 } from "../db/queries";
 import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } from "../delivery/deliver";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
 import { toolsForSession } from "../tools/registry";
+import {
+  ANNOUNCE_SKIP,
+  announceReply,
+  buildAnnouncement,
+  type NextRun,
+  nextExchangeStep,
+  REPLY_SKIP,
+  spawnAnnouncePrompt,
+} from "./flows";
 import { evaluateFreshness, resolveResetPolicy, sessionExpiry } from "./freshness";
 import { matchResetTrigger } from "./reset-trigger";
-import type { TranscriptMessage } from "./transcript";
+import { type TranscriptMessage, textOf } from "./transcript";
 import type {
   ActorError,
   EnqueueRequest,
@@ -53,8 +70,10 @@ import type {
   RunInput,
   RunOutcome,
   RunStatus,
+  SpawnMeta,
   WaitResult,
 } from "./types";
+import { transcriptPath } from "./view";
 
 interface QueueRow {
   pos: number;
@@ -80,6 +99,8 @@ interface RunProgress {
   outcome?: RunOutcome;
   /** Set in the same storage step as the outbox row, so a re-entered finalize never queues twice. */
   delivery?: { delivered: boolean | null };
+  /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
+  continued?: boolean;
 }
 
 interface OutboxRow {
@@ -91,13 +112,26 @@ interface OutboxRow {
 }
 
 const SCHEMA_VERSION = 1;
-const RECEIVED_RETENTION_MS = 7 * 24 * 3_600_000;
+/** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
+const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
 const DEFAULT_SYSTEM_PROMPT =
   "You are a helpful assistant reached through a chat gateway. Answer concisely and use tools when they help.";
 const GREETING_TEXT =
   "The session was just reset. Greet the user in one short sentence and confirm the fresh start.";
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
+/** Entry fields for enqueueing into an existing session. */
+function initOf(e: SessionRow): EnqueueRequest["init"] {
+  const init: EnqueueRequest["init"] = {
+    agentId: e.agentId,
+    kind: e.kind,
+    chatType: (e.chatType ?? "direct") as "direct" | "group" | "channel",
+    channel: e.channel,
+  };
+  if (e.spawnedBy) init.spawnedBy = e.spawnedBy;
+  return init;
+}
+
 function isUniqueViolation(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     if (/UNIQUE constraint failed/i.test(e.message)) return true;
@@ -110,6 +144,8 @@ export class SessionActor extends DurableObject<Env> {
   private current?: { runId: string; controller: AbortController };
   private readonly waiters = new Map<string, Set<(o: RunOutcome) => void>>();
   private woken = false;
+  /** Sessions the current run is waiting on (sessions_send); in memory: it describes live waits only. */
+  private readonly waitingOn = new Map<string, number>();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -157,6 +193,15 @@ export class SessionActor extends DurableObject<Env> {
   private saveEntry(entry: SessionRow | undefined): void {
     if (entry) this.kvSet("entry", JSON.stringify(entry));
     else this.sql.exec(`DELETE FROM kv WHERE k = 'entry'`);
+  }
+
+  /** Whether this actor has appended to `sessionId` before (so a turn must load older context). */
+  private hasHistory(sessionId: string): boolean {
+    return this.kvGet(`history:${sessionId}`) !== undefined;
+  }
+
+  private markHistory(sessionId: string): void {
+    if (!this.hasHistory(sessionId)) this.kvSet(`history:${sessionId}`, "1");
   }
 
   private queueRows(): QueueRow[] {
@@ -217,7 +262,7 @@ export class SessionActor extends DurableObject<Env> {
       chatType: init.chatType,
       channel: init.channel,
       displayName: init.displayName ?? null,
-      label: null,
+      label: init.label ?? null,
       subject: init.subject ?? null,
       createdAt: now,
       updatedAt: now,
@@ -306,6 +351,13 @@ export class SessionActor extends DurableObject<Env> {
     await this.bind(req.sessionKey);
     const config = this.config;
     const now = Date.now();
+    if (
+      req.userInteraction &&
+      req.inputs.length === 1 &&
+      req.inputs[0]?.text.trim().toLowerCase() === "/stop"
+    ) {
+      return this.stop(req);
+    }
 
     // --- critical section: synchronous storage only ---------------------------------------
     const seen = this.sql
@@ -402,6 +454,7 @@ export class SessionActor extends DurableObject<Env> {
       sessionId: entry.sessionId,
       status,
     };
+    const waitingOn = this.current ? [...this.waitingOn.keys()] : [];
     this.sql.exec(
       `INSERT INTO received (run_id, result, at) VALUES (?, ?, ?)`,
       req.runId,
@@ -415,7 +468,7 @@ export class SessionActor extends DurableObject<Env> {
     // still executes (it repeats these idempotent writes when it starts).
     await alarmSet;
     await this.writeThrough(entry, runId, req, entry.sessionId, now);
-    return result;
+    return waitingOn.length ? { ...result, waitingOn } : result;
   }
 
   private async writeThrough(
@@ -425,10 +478,11 @@ export class SessionActor extends DurableObject<Env> {
     sessionId: string,
     now: number,
   ) {
-    await Promise.all([
-      upsertSession(this.env, entry),
-      recordTranscript(this.env, sessionId, entry.key, now),
-      insertRun(this.env, {
+    const env = this.env;
+    const statements = [
+      upsertSessionStatement(env, entry),
+      recordTranscriptStatement(env, sessionId, entry.key, now),
+      insertRunStatement(env, {
         runId,
         sessionKey: req.sessionKey,
         sessionId,
@@ -438,7 +492,20 @@ export class SessionActor extends DurableObject<Env> {
         deliver: req.deliver,
         idempotencyKey: req.idempotencyKey ?? null,
       }),
-    ]);
+    ];
+    if (req.inbound) {
+      statements.push(
+        recordInboundStatement(env, {
+          ...req.inbound,
+          sessionKey: entry.key,
+          sessionId,
+          runId,
+          status: "queued",
+          createdAt: now,
+        }),
+      );
+    }
+    await writeBatch(env, statements);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -570,9 +637,9 @@ export class SessionActor extends DurableObject<Env> {
     const next = this.resetEntry(entry, now);
     next.expiresAt = this.expiryOf(next);
     this.saveEntry(next);
-    await Promise.all([
-      upsertSession(this.env, next),
-      recordTranscript(this.env, next.sessionId, next.key, now),
+    await writeBatch(this.env, [
+      upsertSessionStatement(this.env, next),
+      recordTranscriptStatement(this.env, next.sessionId, next.key, now),
     ]);
     return { key: next.key, sessionId: next.sessionId };
   }
@@ -674,23 +741,26 @@ export class SessionActor extends DurableObject<Env> {
         runId,
         provenance: input.provenance,
       }));
-      await Promise.all([
-        insertRun(env, {
+      // One round trip: the run is marked running (created if the enqueue write was lost), the
+      // entry shows it, and the inputs are appended. On a resumed run this also re-appends what
+      // the checkpoint holds; appends are idempotent by id, so stored messages are skipped.
+      const hadHistory = this.hasHistory(spec.sessionId);
+      await writeBatch(env, [
+        startRunStatement(env, {
           runId,
           sessionKey: req.sessionKey,
           sessionId: spec.sessionId,
           trigger: req.trigger,
           status: "running",
           createdAt: startedAt,
+          startedAt,
           deliver: req.deliver,
           idempotencyKey: req.idempotencyKey ?? null,
         }),
-        entry ? upsertSession(env, { ...entry, runStatus: "running" }) : Promise.resolve(),
+        ...(entry ? [upsertSessionStatement(env, { ...entry, runStatus: "running" })] : []),
+        ...appendMessageStatements(env, spec.sessionId, [...inputs, ...progress.loop.produced]),
       ]);
-      await updateRun(env, runId, { status: "running", startedAt });
-      // On a resumed run this re-appends what the checkpoint holds; appends are idempotent by id,
-      // so whatever was already stored before the interruption is skipped.
-      await appendMessages(env, spec.sessionId, [...inputs, ...progress.loop.produced]);
+      this.markHistory(spec.sessionId);
 
       const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
       const resolved = resolveModelRef(modelRef, config);
@@ -698,9 +768,12 @@ export class SessionActor extends DurableObject<Env> {
       if (entry && (entry.model !== resolved.ref || entry.contextTokens !== resolved.contextWindow)) {
         this.saveEntry({ ...entry, model: resolved.ref, contextTokens: resolved.contextWindow });
       }
-      const history = await recentMessages(env, spec.sessionId, config.agents.defaults.contextMessages, {
-        excludeRunId: runId,
-      });
+      // A transcript this actor never wrote to before this run has nothing older to load.
+      const history = hadHistory
+        ? await recentMessages(env, spec.sessionId, config.agents.defaults.contextMessages, {
+            excludeRunId: runId,
+          })
+        : [];
       const result: AgentLoopResult = await runAgentLoop({
         runId,
         model,
@@ -724,11 +797,19 @@ export class SessionActor extends DurableObject<Env> {
           },
           config,
           env,
+          onWait: (targetKey) => {
+            this.waitingOn.set(targetKey, (this.waitingOn.get(targetKey) ?? 0) + 1);
+            return () => {
+              const n = (this.waitingOn.get(targetKey) ?? 1) - 1;
+              if (n > 0) this.waitingOn.set(targetKey, n);
+              else this.waitingOn.delete(targetKey);
+            };
+          },
         },
         persist: async (cp, appended) => {
           progress.loop = cp;
           save();
-          await appendMessages(env, spec.sessionId, appended);
+          await writeBatch(env, appendMessageStatements(env, spec.sessionId, appended));
         },
       });
       return { runId, status: "ok", startedAt, endedAt: Date.now(), reply: result.reply };
@@ -769,7 +850,73 @@ export class SessionActor extends DurableObject<Env> {
     ];
     if (req.init.channel) lines.push(`- channel: ${req.init.channel}`);
     lines.push(`- timezone: ${this.config.session.timezone}`);
+    const flow = req.flow;
+    if (flow) {
+      lines.push(
+        "",
+        "## Agent-to-agent",
+        `- requester session: ${flow.requesterKey}`,
+        `- target session: ${flow.targetKey}`,
+      );
+      if (flow.phase === "primary") {
+        lines.push("The message below was sent by the requester session; your reply is returned to it.");
+      } else if (flow.phase === "reply") {
+        lines.push(
+          `This is reply-back round ${flow.round} of at most ${flow.maxRounds}. Reply exactly ${REPLY_SKIP} to end the exchange.`,
+        );
+      } else {
+        lines.push(`This is the announce step. Reply exactly ${ANNOUNCE_SKIP} to stay silent.`);
+      }
+    }
+    if (req.spawn) {
+      lines.push("", "## Sub-agent", `- spawned by: ${req.spawn.requesterKey}`);
+      lines.push(
+        req.spawn.phase === "task"
+          ? "Complete the task below; your final reply is reported to the session that spawned you."
+          : `This is the announce step. Reply exactly ${ANNOUNCE_SKIP} to stay silent.`,
+      );
+    }
     return lines.join("\n");
+  }
+
+  /** What a finished run posts to its chat, if anything. */
+  private outbound(
+    req: EnqueueRequest,
+    outcome: RunOutcome,
+  ): { kind: DeliveryKind; text: string } | undefined {
+    if (req.flow?.phase === "announce") {
+      const text = announceReply(outcome);
+      return text ? { kind: "announce", text } : undefined;
+    }
+    if (!req.deliver || req.flow || req.spawn) return undefined;
+    if (outcome.status === "ok") return outcome.reply ? { kind: "reply", text: outcome.reply } : undefined;
+    if (outcome.status === "error") return { kind: "notice", text: `⚠️ ${outcome.error ?? "run failed"}` };
+    return undefined;
+  }
+
+  /** Writes the delivery to D1, then its local retry row; false when send policy blocked it. */
+  private async queueDelivery(
+    deliveryId: string,
+    out: { kind: DeliveryKind; text: string },
+    route: DeliveryContext & { replyToMessageId?: string },
+    entry: SessionRow | undefined,
+    sessionKey: string,
+  ): Promise<boolean> {
+    const payload = this.deliveryPayload(deliveryId, out, route, entry, sessionKey);
+    if (!payload) return false;
+    await writeBatch(this.env, [insertDeliveryStatement(this.env, deliveryRow(payload))]);
+    this.addToOutbox(payload);
+    await this.scheduleAlarm();
+    return true;
+  }
+
+  private addToOutbox(payload: DeliveryPayload): void {
+    this.sql.exec(
+      `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)`,
+      payload.deliveryId,
+      JSON.stringify(payload),
+      Date.now(),
+    );
   }
 
   private async finalize(
@@ -780,52 +927,44 @@ export class SessionActor extends DurableObject<Env> {
   ): Promise<void> {
     const { req } = spec;
     const env = this.env;
-    const entry = this.entry();
-    const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
     if (!progress.delivery) {
-      let delivered: boolean | null = null;
-      let queued: DeliveryPayload | undefined;
-      if (req.deliver && route) {
-        const kind: DeliveryKind = outcome.status === "ok" ? "reply" : "notice";
-        const text =
-          outcome.status === "ok"
-            ? (outcome.reply ?? "")
-            : outcome.status === "error"
-              ? `⚠️ ${outcome.error ?? "run failed"}`
-              : "";
-        if (text) {
-          queued = await this.recordDelivery(kind, `${row.run_id}:${kind}`, text, route, entry, req);
-          delivered = queued ? null : false;
-        }
-      }
-      // One synchronous step: the outbox row and the marker that it exists.
-      if (queued) {
-        this.sql.exec(
-          `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)`,
-          queued.deliveryId,
-          JSON.stringify(queued),
-          Date.now(),
-        );
-      }
+      const entry = this.entry();
+      const out = this.outbound(req, outcome);
+      const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
+      const payload =
+        out && route
+          ? this.deliveryPayload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
+          : undefined;
+      const delivered = out && route && !payload ? false : null;
+      // One round trip: the delivery's outbox row, the run's outcome, the entry's counters.
+      await writeBatch(env, [
+        ...(payload ? [insertDeliveryStatement(env, deliveryRow(payload))] : []),
+        updateRunStatement(env, row.run_id, {
+          status: outcome.status,
+          startedAt: outcome.startedAt ?? null,
+          endedAt: outcome.endedAt ?? null,
+          error: outcome.error ?? null,
+          reply: outcome.reply ?? null,
+          model: entry?.model ?? null,
+          usage: {
+            inputTokens: progress.loop.inputTokens,
+            outputTokens: progress.loop.outputTokens,
+            totalTokens: progress.loop.inputTokens + progress.loop.outputTokens,
+          },
+          delivered,
+        }),
+        ...(entry ? [upsertSessionStatement(env, entry)] : []),
+      ]);
+      // One synchronous step: the local retry row and the marker that it exists.
+      if (payload) this.addToOutbox(payload);
       progress.delivery = { delivered };
       this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
     }
-    const delivered = progress.delivery.delivered;
-    await updateRun(env, row.run_id, {
-      status: outcome.status,
-      startedAt: outcome.startedAt ?? null,
-      endedAt: outcome.endedAt ?? null,
-      error: outcome.error ?? null,
-      reply: outcome.reply ?? null,
-      model: entry?.model ?? null,
-      usage: {
-        inputTokens: progress.loop.inputTokens,
-        outputTokens: progress.loop.outputTokens,
-        totalTokens: progress.loop.inputTokens + progress.loop.outputTokens,
-      },
-      delivered,
-    });
-    if (entry) await upsertSession(env, entry);
+    if (!progress.continued) {
+      await this.continueFlows(row.run_id, spec, progress, outcome);
+      progress.continued = true;
+      this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
+    }
     // Done: the run leaves the queue in one synchronous step.
     this.sql.exec(`DELETE FROM queue WHERE pos = ?`, row.pos);
     this.sql.exec(
@@ -835,6 +974,194 @@ export class SessionActor extends DurableObject<Env> {
       Date.now(),
     );
     this.notify(outcome);
+    if (req.spawn?.phase === "announce" && req.spawn.cleanup === "delete") {
+      // The announcement is recorded in the requester: the child can go.
+      await this.remove(req.sessionKey, true);
+    }
+  }
+
+  // -------------------------------------------------------------------------------------------
+  // Flows: sessions_send exchanges and sub-agent announcements
+
+  private async continueFlows(runId: string, spec: QueuedRun, progress: RunProgress, outcome: RunOutcome) {
+    const { req } = spec;
+    if (req.flow) {
+      const next = nextExchangeStep(req.flow, req.sessionKey, outcome);
+      if (next) await this.enqueueFlowStep(next, req);
+    }
+    if (req.spawn?.phase === "task") {
+      const lastTool = [...progress.loop.produced].reverse().find((m) => m.role === "toolResult");
+      const task: NonNullable<SpawnMeta["task"]> = {
+        runId,
+        status: outcome.status,
+        startedAt: outcome.startedAt ?? progress.startedAt,
+        endedAt: outcome.endedAt ?? Date.now(),
+        inputTokens: progress.loop.inputTokens,
+        outputTokens: progress.loop.outputTokens,
+      };
+      if (outcome.error) task.error = outcome.error;
+      if (outcome.reply) task.reply = outcome.reply;
+      if (lastTool) task.lastToolResult = textOf(lastTool);
+      const announce: EnqueueRequest = {
+        sessionKey: req.sessionKey,
+        runId: await stableUuid(`${runId}:announce`),
+        trigger: "announce",
+        inputs: [
+          { text: spawnAnnouncePrompt(task), provenance: { kind: "internal_system" }, timestamp: Date.now() },
+        ],
+        deliver: false,
+        init: req.init,
+        userInteraction: false,
+        hasThread: false,
+        spawn: { ...req.spawn, phase: "announce", task },
+      };
+      if (req.model) announce.model = req.model;
+      const result = await this.enqueue(announce);
+      if (!result.ok) throw new Error(`could not queue the announce step: ${result.message}`);
+    }
+    if (req.spawn?.phase === "announce" && req.spawn.task) {
+      const entry = this.entry();
+      const text = buildAnnouncement({
+        task: req.spawn.task,
+        announce: outcome,
+        childKey: req.sessionKey,
+        childSessionId: spec.sessionId,
+        transcriptPath: transcriptPath(spec.sessionId),
+      });
+      if (text !== undefined) {
+        await this.env.SESSION_ACTOR.getByName(req.spawn.requesterKey).postAnnouncement(
+          req.spawn.requesterKey,
+          {
+            id: `${runId}:announcement`,
+            text,
+            sourceSessionKey: req.sessionKey,
+            ...(req.spawn.requesterRoute ? { route: req.spawn.requesterRoute } : {}),
+          },
+        );
+      }
+      if (entry) this.saveEntry({ ...entry, runStatus: "idle" });
+    }
+  }
+
+  private async enqueueFlowStep(next: NextRun, from: EnqueueRequest): Promise<void> {
+    const flow = next.flow;
+    const target = next.sessionKey;
+    const init =
+      target === flow.requesterKey ? flow.requesterInit : target === from.sessionKey ? from.init : undefined;
+    const stub = this.env.SESSION_ACTOR.getByName(target);
+    const entryInit = init ?? (await stub.getEntry(target).then((e) => (e ? initOf(e) : undefined)));
+    if (!entryInit) return; // the other side was deleted meanwhile: the exchange ends here
+    const req: EnqueueRequest = {
+      sessionKey: target,
+      runId: await stableUuid(next.idSeed),
+      trigger: next.trigger,
+      inputs: [
+        {
+          text: next.text,
+          provenance: {
+            kind: "inter_session",
+            sourceSessionKey: from.sessionKey,
+            sourceTool: "sessions_send",
+          },
+          timestamp: Date.now(),
+        },
+      ],
+      deliver: next.deliver,
+      init: entryInit,
+      userInteraction: false,
+      hasThread: false,
+      flow,
+    };
+    const result = target === from.sessionKey ? await this.enqueue(req) : await stub.enqueue(req);
+    if (!result.ok && result.code !== "RATE_LIMITED")
+      throw new Error(`could not continue the exchange: ${result.message}`);
+  }
+
+  /**
+   * Records a sub-agent announcement in this (requester) session: appended to its current
+   * transcript with `subagent_announce` provenance, and posted to its chat route when it has one.
+   */
+  async postAnnouncement(
+    sessionKey: string,
+    a: { id: string; text: string; sourceSessionKey: string; route?: DeliveryContext },
+  ): Promise<{ delivered: boolean }> {
+    await this.bind(sessionKey);
+    const entry = this.entry();
+    if (!entry) return { delivered: false }; // the requester was deleted: nothing to tell
+    const now = Date.now();
+    await appendMessages(this.env, entry.sessionId, [
+      {
+        id: a.id,
+        role: "user",
+        content: [{ type: "text", text: a.text }],
+        timestamp: now,
+        provenance: {
+          kind: "subagent_announce",
+          sourceSessionKey: a.sourceSessionKey,
+          sourceTool: "sessions_spawn",
+        },
+      },
+    ]);
+    const route = (entry.deliveryContext as DeliveryContext | null) ?? a.route;
+    let delivered = false;
+    if (route) {
+      delivered = await this.queueDelivery(
+        `${a.id}:announce`,
+        { kind: "announce", text: a.text },
+        route,
+        entry,
+        sessionKey,
+      );
+      await this.scheduleAlarm();
+    }
+    return { delivered };
+  }
+
+  /** `/stop`: aborts the current run, clears waiting runs, aborts sub-agent runs this session spawned. */
+  private async stop(req: EnqueueRequest): Promise<EnqueueResult> {
+    const entry = this.entry();
+    const seen = this.sql
+      .exec<{ result: string }>(`SELECT result FROM received WHERE run_id = ?`, req.runId)
+      .toArray()[0];
+    if (seen)
+      return { ...(JSON.parse(seen.result) as Extract<EnqueueResult, { ok: true }>), status: "duplicate" };
+    const result = {
+      ok: true as const,
+      runId: req.runId,
+      sessionKey: req.sessionKey,
+      sessionId: entry?.sessionId ?? "",
+      status: "command" as const,
+    };
+    this.sql.exec(
+      `INSERT INTO received (run_id, result, at) VALUES (?, ?, ?)`,
+      req.runId,
+      JSON.stringify(result),
+      Date.now(),
+    );
+    const own = await this.abort(req.sessionKey, true);
+    const children = await listSessions(this.env, {
+      spawnedBy: req.sessionKey,
+      archived: "all",
+      limit: 200,
+    });
+    let subRuns = 0;
+    await Promise.all(
+      children
+        .filter((c) => c.runStatus === "queued" || c.runStatus === "running")
+        .map(async (c) => {
+          const r = await this.env.SESSION_ACTOR.getByName(c.key).abort(c.key, true);
+          subRuns += r.aborted;
+        }),
+    );
+    const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
+    if (route) {
+      const text = `Stopped ${own.aborted} run${own.aborted === 1 ? "" : "s"} in this session and ${subRuns} sub-agent run${
+        subRuns === 1 ? "" : "s"
+      }.`;
+      await this.queueDelivery(`${req.runId}:notice`, { kind: "notice", text }, route, entry, req.sessionKey);
+      await this.scheduleAlarm();
+    }
+    return result;
   }
 
   private notify(outcome: RunOutcome): void {
@@ -850,18 +1177,18 @@ export class SessionActor extends DurableObject<Env> {
    * Writes the D1 outbox row for a delivery unless send policy blocks it (then returns
    * undefined; the reply stays in the transcript, marked not delivered on the run).
    */
-  private async recordDelivery(
-    kind: DeliveryKind,
+  /** The delivery to make, or undefined when send policy blocks it (the reply stays in the transcript). */
+  private deliveryPayload(
     deliveryId: string,
-    text: string,
+    out: { kind: DeliveryKind; text: string },
     route: DeliveryContext & { replyToMessageId?: string },
     entry: SessionRow | undefined,
-    req: EnqueueRequest,
-  ): Promise<DeliveryPayload | undefined> {
-    const { chatType, thread } = chatTypeOfKey(req.sessionKey, !!route.threadId);
+    sessionKey: string,
+  ): DeliveryPayload | undefined {
+    const { chatType, thread } = chatTypeOfKey(sessionKey, !!route.threadId);
     const verdict = evaluateSendPolicy(
       {
-        key: req.sessionKey,
+        key: sessionKey,
         channel: entry?.channel ?? route.channel,
         chatType,
         thread,
@@ -870,35 +1197,17 @@ export class SessionActor extends DurableObject<Env> {
       this.config.session.sendPolicy,
     );
     if (verdict === "deny") return undefined;
-    const now = Date.now();
     const payload: DeliveryPayload = {
       deliveryId,
-      kind,
-      sessionKey: req.sessionKey,
+      kind: out.kind,
+      sessionKey,
       channel: route.channel,
       accountId: route.accountId,
       to: route.to,
-      text,
+      text: out.text,
     };
     if (route.threadId) payload.threadId = route.threadId;
     if (route.replyToMessageId) payload.replyToMessageId = route.replyToMessageId;
-    await insertDelivery(this.env, {
-      deliveryId,
-      kind,
-      sessionKey: req.sessionKey,
-      runId: deliveryId.split(":")[0] ?? null,
-      channel: route.channel,
-      accountId: route.accountId,
-      to: route.to,
-      threadId: route.threadId ?? null,
-      replyToMessageId: route.replyToMessageId ?? null,
-      text,
-      status: "pending",
-      attempts: 0,
-      nextAttemptAt: now,
-      createdAt: now,
-      updatedAt: now,
-    });
     return payload;
   }
 
@@ -951,6 +1260,27 @@ export class SessionActor extends DurableObject<Env> {
       }
     }
   }
+}
+
+function deliveryRow(p: DeliveryPayload) {
+  const now = Date.now();
+  return {
+    deliveryId: p.deliveryId,
+    kind: p.kind,
+    sessionKey: p.sessionKey,
+    runId: p.deliveryId.split(":")[0] ?? null,
+    channel: p.channel,
+    accountId: p.accountId,
+    to: p.to,
+    threadId: p.threadId ?? null,
+    replyToMessageId: p.replyToMessageId ?? null,
+    text: p.text,
+    status: "pending",
+    attempts: 0,
+    nextAttemptAt: now,
+    createdAt: now,
+    updatedAt: now,
+  };
 }
 
 class AbortRun extends Error {

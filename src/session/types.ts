@@ -27,6 +27,7 @@ export interface EntryInit {
   displayName?: string;
   subject?: string;
   spawnedBy?: string;
+  label?: string;
 }
 
 /**
@@ -46,6 +47,10 @@ export interface FlowMeta {
   originalMessage: string;
   /** The target's reply to the original message (round 1 of the exchange). */
   firstReply?: string;
+  /** The latest non-skip reply of the exchange. */
+  latestReply?: string;
+  /** Creates the requester's entry if a reply round reaches a session that does not exist yet. */
+  requesterInit: EntryInit;
 }
 
 /** A sub-agent run started by `sessions_spawn` (SPEC §6), and its announce step. */
@@ -87,6 +92,8 @@ export interface EnqueueRequest {
   model?: string;
   flow?: FlowMeta;
   spawn?: SpawnMeta;
+  /** For webhooks: the dedupe record written with the run (channel, account, messageId). */
+  inbound?: { channel: string; accountId: string; messageId: string };
 }
 
 export type ActorError = {
@@ -102,6 +109,8 @@ export type EnqueueResult =
       sessionKey: string;
       sessionId: string;
       status: "queued" | "duplicate" | "command";
+      /** Sessions the target's current run is waiting on (sessions_send uses it to avoid deadlocks). */
+      waitingOn?: string[];
     }
   | ActorError;
 

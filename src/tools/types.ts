@@ -28,6 +28,11 @@ export interface ToolContext {
   toolCallId: string;
   config: Config;
   env: Env;
+  /**
+   * Marks the acting run as waiting on another session until the returned function is called
+   * (set inside runs; sessions_send uses it to detect two sessions waiting on each other).
+   */
+  onWait?: (targetKey: string) => () => void;
 }
 
 export interface AgentTool<S extends z.ZodType = z.ZodType> {

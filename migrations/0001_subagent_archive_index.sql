@@ -1,0 +1,1 @@
+CREATE INDEX `sessions_subagent_archive` ON `sessions` (`updated_at`) WHERE "sessions"."spawned_by" IS NOT NULL AND "sessions"."archived_at" IS NULL;

@@ -1,0 +1,83 @@
+/**
+ * Session arguments of the session tools (SPEC §2, §6, §17): a key in any case, the alias `main`
+ * (the caller's agent main key, `global` under scope global), or a `sessionId` from
+ * sessions_list; then visibility. A session the caller may not see answers exactly like a
+ * missing one, `session not found: <argument as given>`, so tools never leak existence.
+ */
+import type { SessionRow } from "../db/queries";
+import { getSession, getSessionByLabel, getSessionBySessionId } from "../db/queries";
+import { fromToolKey, toToolKey } from "../keys/session-key";
+import { canSee } from "../policy/visibility";
+import { type ToolContext, type ToolFailure, toolError } from "./types";
+
+/** A session the caller may see. */
+export interface VisibleSession {
+  row: SessionRow;
+  /** How tools show the key: the caller's own main key (or `global`) is `main`. */
+  displayKey: string;
+}
+
+type LookupContext = Pick<ToolContext, "caller" | "config" | "env">;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** The one answer for a missing or hidden session. */
+export function sessionNotFound(given: string): ToolFailure {
+  return toolError(`session not found: ${given}`);
+}
+
+/** Display form of a stored key for this caller (`main` for its own main key / `global`). */
+export function displayKeyFor(key: string, ctx: Pick<ToolContext, "caller" | "config">): string {
+  return toToolKey(key, ctx.caller.agentId, ctx.config.session);
+}
+
+/**
+ * Canonical key for a key argument (`main`/`global` → the caller's main key), or an error for a
+ * malformed key. Pure; says nothing about whether the session exists.
+ */
+export function canonicalToolKey(
+  given: string,
+  ctx: Pick<ToolContext, "caller" | "config">,
+): { key: string } | ToolFailure {
+  try {
+    return { key: fromToolKey(given, ctx.caller.agentId, ctx.config.session) };
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error);
+    return toolError(`${reason}; pass a key from sessions_list, \`main\`, or a sessionId`);
+  }
+}
+
+function visible(row: SessionRow | undefined, given: string, ctx: LookupContext): VisibleSession | ToolFailure {
+  if (!row || !canSee(ctx.caller, row, ctx.config)) return sessionNotFound(given);
+  return { row, displayKey: displayKeyFor(row.key, ctx) };
+}
+
+/**
+ * Resolves a session argument (key, `main`, or sessionId) to a session the caller may see.
+ * Missing and hidden sessions give the same `session not found: <given>` error.
+ */
+export async function findVisibleSession(arg: string, ctx: LookupContext): Promise<VisibleSession | ToolFailure> {
+  const given = arg.trim();
+  if (!given) return toolError("the session argument is empty; pass a session key, `main`, or a sessionId");
+  const canonical = canonicalToolKey(given, ctx);
+  if ("status" in canonical) return canonical;
+  let row = await getSession(ctx.env, canonical.key);
+  // Keys are never bare UUIDs, so a UUID that names no key is looked up as a sessionId.
+  if (!row && UUID.test(given)) row = await getSessionBySessionId(ctx.env, given.toLowerCase());
+  return visible(row, given, ctx);
+}
+
+/**
+ * Resolves a session by its label (unique per agent; `agentId` defaults to the caller's agent),
+ * with the same visibility rule and the same not-found answer.
+ */
+export async function findVisibleSessionByLabel(
+  label: string,
+  agentId: string | undefined,
+  ctx: LookupContext,
+): Promise<VisibleSession | ToolFailure> {
+  const given = label.trim();
+  const owner = agentId ?? ctx.caller.agentId;
+  const [row] = await getSessionByLabel(ctx.env, given, owner);
+  return visible(row, agentId ? `label "${given}" of agent ${owner}` : `label "${given}"`, ctx);
+}

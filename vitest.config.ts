@@ -9,7 +9,11 @@ export const TEST_CONFIG = {
     slack: { deliverUrl: "https://connector.test/slack", secretEnv: "DEV_CONNECTOR_SECRET" },
   },
   delivery: { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200 },
-  models: { retry: { attempts: 3, baseDelayMs: 1 } },
+  // `fake/<model>` reaches the scripted model of test/integration/model-support.ts; echo stays the default.
+  models: {
+    retry: { attempts: 3, baseDelayMs: 1 },
+    providers: { fake: { api: "openai-compatible", baseUrl: "https://model.test/v1" } },
+  },
 };
 
 // Two projects: everything under test/unit and test/integration runs inside workerd with

@@ -34,7 +34,9 @@ const printer = createServer((req, res) => {
   req.on("end", () => {
     try {
       const d = JSON.parse(body) as { kind: string; to: string; sessionKey: string; text: string };
-      console.log(`\n[dev connector] ${d.kind} to ${d.to} (${d.sessionKey}):\n  ${d.text.replaceAll("\n", "\n  ")}\n`);
+      console.log(
+        `\n[dev connector] ${d.kind} to ${d.to} (${d.sessionKey}):\n  ${d.text.replaceAll("\n", "\n  ")}\n`,
+      );
     } catch {
       console.log(`[dev connector] ${body}`);
     }
@@ -57,7 +59,9 @@ const status = await fetch(`${server.url}/rpc/status`, {
 });
 if (!status.ok) {
   const body = (await status.json().catch(() => ({}))) as { error?: { message?: string } };
-  console.error(`\n[switchboard] the gateway is up but not usable: ${body.error?.message ?? status.status}\n`);
+  console.error(
+    `\n[switchboard] the gateway is up but not usable: ${body.error?.message ?? status.status}\n`,
+  );
 }
 
 const body = String.raw`{\"messageId\":\"m-$(date +%s%N)\",\"chatType\":\"direct\",\"from\":\"alice\",\"text\":\"hello\"}`;

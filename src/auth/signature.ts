@@ -30,7 +30,12 @@ export async function safeEqual(a: string, b: string): Promise<boolean> {
     crypto.subtle.digest("SHA-256", encoder.encode(a)),
     crypto.subtle.digest("SHA-256", encoder.encode(b)),
   ]);
-  return crypto.subtle.timingSafeEqual(ha, hb) && a.length === b.length;
+  // Constant-time over the fixed-size digests (portable: works in Workers and in Node).
+  const x = new Uint8Array(ha);
+  const y = new Uint8Array(hb);
+  let diff = a.length ^ b.length;
+  for (let i = 0; i < x.length; i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
+  return diff === 0;
 }
 
 export type SignatureCheck = { ok: true } | { ok: false; reason: string };

@@ -8,6 +8,7 @@ import { bodyLimit } from "hono/body-limit";
 import { ConfigError, loadConfig } from "../config/load";
 import { inbound } from "../routes/inbound";
 import { rpc } from "../routes/rpc";
+import { toolsInvoke } from "../routes/tools-invoke";
 import { transcripts } from "../routes/transcripts";
 import { VERSION } from "../version";
 import { ApiError, errorBody } from "./errors";
@@ -29,14 +30,17 @@ export const app = new Hono<{ Bindings: Env }>()
   })
   .use("/hooks/*", limitBody)
   .use("/rpc/*", limitBody)
+  .use("/tools/*", limitBody)
   .route("/hooks/inbound", inbound)
   .route("/rpc", rpc)
+  .route("/tools", toolsInvoke)
   .route("/v1/transcripts", transcripts);
 
 // Known paths with the wrong method: 405 naming the method to use, instead of a bare 404.
 const ALLOWED: Array<[RegExp, string]> = [
   [/^\/healthz$/, "GET"],
   [/^\/rpc\/[^/]+$/, "POST"],
+  [/^\/tools\/invoke$/, "POST"],
   [/^\/hooks\/inbound\/[^/]+$/, "POST"],
   [/^\/v1\/transcripts\/[^/]+$/, "GET"],
 ];

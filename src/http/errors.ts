@@ -64,7 +64,9 @@ function describeIssue(issue: z.core.$ZodIssue): string {
 
 /** Validates with a zod schema; a failure is one 400 whose message names the field(s). */
 export function parseInput<S extends z.ZodType>(schema: S, data: unknown): z.output<S> {
-  const result = schema.safeParse(data);
+  // reportInput: zod 4 leaves the offending input out of issues otherwise, and the messages
+  // need it to tell "missing" from "wrong type".
+  const result = schema.safeParse(data, { reportInput: true });
   if (result.success) return result.data;
   throw new ApiError("INVALID_REQUEST", result.error.issues.slice(0, 5).map(describeIssue).join("; "));
 }

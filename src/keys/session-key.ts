@@ -355,3 +355,8 @@ export function fromToolKey(arg: string, callerAgentId: string, cfg: SessionKeyC
   if (lowered === DEFAULT_MAIN_KEY || lowered === GLOBAL_KEY) return agentMainKey(callerAgentId, cfg);
   return canonicalizeSessionKey(arg, cfg, callerAgentId);
 }
+
+/** Sub-agent sessions: `agent:<agentId>:subagent:<uuid>`. */
+export function isSubagentKey(key: string): boolean {
+  return /^agent:[^:]+:subagent:/.test(key);
+}

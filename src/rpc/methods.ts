@@ -14,8 +14,6 @@ import {
   getSessionBySessionId,
   historyPage,
   listDeliveries,
-  listSessions,
-  recentMessages,
   type SessionRow,
 } from "../db/queries";
 import { ApiError, parseInput } from "../http/errors";
@@ -31,7 +29,9 @@ import {
 import { evaluateSendPolicy } from "../policy/send-policy";
 import { actorError, actorFor, isActorError } from "../session/client";
 import { type ActorError, type EnqueueRequest, TERMINAL, type WaitResult } from "../session/types";
-import { decodeCursor, encodeCursor, entryView, listRow } from "../session/view";
+import { decodeCursor, encodeCursor, entryView } from "../session/view";
+import { clampInt } from "../tools/resolve-session";
+import { listSessionPage, SESSION_KINDS } from "../tools/sessions-list";
 import { VERSION } from "../version";
 
 export interface RpcContext {
@@ -49,7 +49,6 @@ function method<S extends z.ZodType>(
 }
 
 const Key = z.string().trim().min(1).max(512);
-const KINDS = ["main", "group", "cron", "hook", "node", "other"] as const;
 
 function canonicalKey(raw: string, config: Config): string {
   try {
@@ -65,18 +64,13 @@ async function requireSession(env: Env, config: Config, raw: string): Promise<Se
   return row;
 }
 
-function clamp(n: number | undefined, min: number, max: number, fallback: number): number {
-  if (n === undefined || Number.isNaN(n)) return fallback;
-  return Math.min(max, Math.max(min, Math.trunc(n)));
-}
-
 function isMainKey(key: string, config: Config): boolean {
   if (key === "global") return true;
   const agentId = agentIdOfKey(key);
   return !!agentId && agentMainKey(agentId, config.session) === key;
 }
 
-function defaultAgentId(config: Config): string {
+export function defaultAgentId(config: Config): string {
   const list = config.agents.list;
   return (list.find((a) => a.default) ?? list[0])?.id ?? "main";
 }
@@ -191,7 +185,7 @@ export const METHODS: Record<string, Method> = {
 
   "sessions.list": method(
     z.strictObject({
-      kinds: z.array(z.enum(KINDS)).optional(),
+      kinds: z.array(z.enum(SESSION_KINDS)).optional(),
       limit: z.number().optional(),
       activeMinutes: z.number().positive().optional(),
       messageLimit: z.number().min(0).optional(),
@@ -202,35 +196,26 @@ export const METHODS: Record<string, Method> = {
       includeGlobal: z.boolean().optional(),
     }),
     async (p, { env }) => {
-      const limit = clamp(p.limit, 1, 200, 50);
       const cursor = p.cursor ? decodeCursor(p.cursor) : undefined;
       if (p.cursor && !cursor)
         throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by sessions.list");
-      const rows = await listSessions(env, {
-        kinds: p.kinds,
-        agentId: p.agentId ? normalizeAgentId(p.agentId) : undefined,
-        label: p.label,
-        activeSince: p.activeMinutes ? Date.now() - p.activeMinutes * 60_000 : undefined,
-        archived: p.archived ?? false,
-        excludeKeys: p.includeGlobal ? ["unknown"] : ["global", "unknown"],
-        limit: limit + 1,
-        cursor,
-      });
-      const page = rows.slice(0, limit);
-      const messageLimit = clamp(p.messageLimit, 0, 20, 0);
-      const sessions = await Promise.all(
-        page.map(async (row) => {
-          if (!messageLimit) return listRow(row, row.key);
-          const msgs = await recentMessages(env, row.sessionId, messageLimit, { excludeToolResults: true });
-          return listRow(row, row.key, msgs);
-        }),
+      // The operator sees every session: one unrestricted scope, canonical keys.
+      return listSessionPage(
+        env,
+        [{}],
+        {
+          kinds: p.kinds,
+          agentId: p.agentId ? normalizeAgentId(p.agentId) : undefined,
+          label: p.label,
+          activeMinutes: p.activeMinutes,
+          archived: p.archived ?? false,
+          cursor,
+          excludeKeys: p.includeGlobal ? ["unknown"] : ["global", "unknown"],
+          limit: clampInt(p.limit, 1, 200, 50),
+          messageLimit: clampInt(p.messageLimit, 0, 20, 0),
+        },
+        { displayKey: (row) => row.key },
       );
-      const last = page[page.length - 1];
-      return {
-        count: sessions.length,
-        sessions,
-        ...(rows.length > limit && last ? { nextCursor: encodeCursor(last.updatedAt, last.key) } : {}),
-      };
     },
   ),
 
@@ -436,7 +421,7 @@ export const METHODS: Record<string, Method> = {
       cursor: z.string().min(1).optional(),
     }),
     async (p, { env, config }) => {
-      const limit = clamp(p.limit, 1, 200, 50);
+      const limit = clampInt(p.limit, 1, 200, 50);
       let cursor: { createdAt: number; deliveryId: string } | undefined;
       if (p.cursor) {
         const c = decodeCursor(p.cursor);

@@ -949,7 +949,8 @@ export class SessionActor extends DurableObject<Env> {
           usage: {
             inputTokens: progress.loop.inputTokens,
             outputTokens: progress.loop.outputTokens,
-            totalTokens: progress.loop.inputTokens + progress.loop.outputTokens,
+            // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
+            totalTokens: progress.loop.lastCallTokens,
           },
           delivered,
         }),

@@ -4,7 +4,17 @@
  * unless `tools.subagents.tools` says otherwise.
  */
 import type { AgentConfig, Config } from "../config/schema";
+import { isSubagentKey } from "../keys/session-key";
+
+export { isSubagentKey };
+
+import { agentsListTool } from "./agents-list";
 import { currentTimeTool } from "./current-time";
+import { sessionStatusTool } from "./session-status";
+import { sessionsHistoryTool } from "./sessions-history";
+import { sessionsListTool } from "./sessions-list";
+import { sessionsSendTool } from "./sessions-send";
+import { sessionsSpawnTool } from "./sessions-spawn";
 import type { AgentTool } from "./types";
 
 /** The tools that act on other sessions. */
@@ -15,7 +25,15 @@ export const SESSION_TOOL_NAMES: ReadonlySet<string> = new Set([
   "sessions_spawn",
 ]);
 
-const registry: AgentTool[] = [currentTimeTool];
+const registry: AgentTool[] = [
+  currentTimeTool,
+  sessionsListTool,
+  sessionsHistoryTool,
+  sessionsSendTool,
+  sessionsSpawnTool,
+  agentsListTool,
+  sessionStatusTool,
+];
 
 export function allTools(): readonly AgentTool[] {
   return registry;
@@ -28,10 +46,6 @@ export function findTool(name: string): AgentTool | undefined {
 function allowedBy(name: string, allow: string[] | undefined, deny: string[] | undefined): boolean {
   if (deny?.includes(name)) return false;
   return !allow || allow.includes(name) || allow.includes("*");
-}
-
-export function isSubagentKey(key: string): boolean {
-  return /^agent:[^:]+:subagent:/.test(key);
 }
 
 /** The tools available to a session of `agent` (key decides the sub-agent rule). */

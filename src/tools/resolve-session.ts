@@ -3,6 +3,7 @@
  * (the caller's agent main key, `global` under scope global), or a `sessionId` from
  * sessions_list; then visibility. A session the caller may not see answers exactly like a
  * missing one, `session not found: <argument as given>`, so tools never leak existence.
+ * Numeric arguments are integers given as JSON numbers (SPEC §6), clamped rather than refused.
  */
 import type { SessionRow } from "../db/queries";
 import { getSession, getSessionByLabel, getSessionBySessionId } from "../db/queries";
@@ -20,6 +21,12 @@ export interface VisibleSession {
 type LookupContext = Pick<ToolContext, "caller" | "config" | "env">;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** Integer in [min, max] (fractions truncated); `fallback` when absent. Limits are clamped, not refused (SPEC §17). */
+export function clampInt(n: number | undefined, min: number, max: number, fallback: number): number {
+  if (n === undefined || Number.isNaN(n)) return fallback;
+  return Math.min(max, Math.max(min, Math.trunc(n)));
+}
 
 /** The one answer for a missing or hidden session. */
 export function sessionNotFound(given: string): ToolFailure {
@@ -47,7 +54,11 @@ export function canonicalToolKey(
   }
 }
 
-function visible(row: SessionRow | undefined, given: string, ctx: LookupContext): VisibleSession | ToolFailure {
+function visible(
+  row: SessionRow | undefined,
+  given: string,
+  ctx: LookupContext,
+): VisibleSession | ToolFailure {
   if (!row || !canSee(ctx.caller, row, ctx.config)) return sessionNotFound(given);
   return { row, displayKey: displayKeyFor(row.key, ctx) };
 }
@@ -56,7 +67,10 @@ function visible(row: SessionRow | undefined, given: string, ctx: LookupContext)
  * Resolves a session argument (key, `main`, or sessionId) to a session the caller may see.
  * Missing and hidden sessions give the same `session not found: <given>` error.
  */
-export async function findVisibleSession(arg: string, ctx: LookupContext): Promise<VisibleSession | ToolFailure> {
+export async function findVisibleSession(
+  arg: string,
+  ctx: LookupContext,
+): Promise<VisibleSession | ToolFailure> {
   const given = arg.trim();
   if (!given) return toolError("the session argument is empty; pass a session key, `main`, or a sessionId");
   const canonical = canonicalToolKey(given, ctx);

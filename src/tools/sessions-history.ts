@@ -1,0 +1,169 @@
+/**
+ * `sessions_history` (SPEC §6): one page of a visible session's transcript, oldest first, bounded
+ * for model context: secrets redacted, text cut at 4000 characters, the whole result at 80 KB
+ * (oldest messages dropped first). The bounding is the pure `boundHistory`.
+ */
+import { z } from "zod";
+import { historyPage } from "../db/queries";
+import type { ContentPart, TranscriptMessage } from "../session/transcript";
+import { clampInt, findVisibleSession } from "./resolve-session";
+import { defineTool } from "./types";
+
+export const MAX_TEXT_CHARS = 4000;
+export const MAX_HISTORY_BYTES = 80 * 1024;
+/** Room kept for the result's other fields, so the whole JSON result stays within MAX_HISTORY_BYTES. */
+const ENVELOPE_BYTES = 1024;
+
+const REDACTED = "[REDACTED]";
+
+/** Credentials that must never reach another model's context. Order matters: the most specific first. */
+const SECRET_PATTERNS: Array<[RegExp, string]> = [
+  // PEM private keys, also when the END line was cut off.
+  [
+    /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
+    "[REDACTED PRIVATE KEY]",
+  ],
+  [/\bBearer\s+[A-Za-z0-9\-._~+/]{8,}=*/gi, `Bearer ${REDACTED}`],
+  [/\bsk-ant-[A-Za-z0-9_-]{8,}/g, REDACTED],
+  [/\bsk-[A-Za-z0-9_-]{16,}/g, REDACTED],
+  [/\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, REDACTED],
+  [/\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}/g, REDACTED],
+  [/\bgithub_pat_[A-Za-z0-9_]{20,}/g, REDACTED],
+  [/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, REDACTED],
+];
+
+export function redactSecrets(text: string): { text: string; redacted: boolean } {
+  let out = text;
+  for (const [re, replacement] of SECRET_PATTERNS) out = out.replace(re, replacement);
+  return { text: out, redacted: out !== text };
+}
+
+interface Flags {
+  redacted: boolean;
+  truncated: boolean;
+}
+
+/** Redacts first, then cuts: a secret straddling the cut is never left half visible. */
+function boundText(text: string, maxChars: number, flags: Flags): string {
+  const r = redactSecrets(text);
+  if (r.redacted) flags.redacted = true;
+  if (r.text.length <= maxChars) return r.text;
+  flags.truncated = true;
+  const cut = r.text.slice(0, maxChars);
+  return `${cut}\n…[truncated: ${r.text.length - maxChars} more characters]`;
+}
+
+function boundValue(value: unknown, maxChars: number, flags: Flags): unknown {
+  if (typeof value === "string") return boundText(value, maxChars, flags);
+  if (Array.isArray(value)) return value.map((v) => boundValue(v, maxChars, flags));
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, boundValue(v, maxChars, flags)]));
+  }
+  return value;
+}
+
+function boundPart(part: ContentPart, maxChars: number, flags: Flags): ContentPart {
+  if (part.type === "text") return { ...part, text: boundText(part.text, maxChars, flags) };
+  if (part.type === "toolCall") return { ...part, arguments: boundValue(part.arguments, maxChars, flags) };
+  return part;
+}
+
+function boundMessage(m: TranscriptMessage, maxChars: number, flags: Flags): TranscriptMessage {
+  return { ...m, content: m.content.map((p) => boundPart(p, maxChars, flags)) };
+}
+
+/** Redaction and the per-text cut only (sessions_list rows with `messageLimit`). */
+export function sanitizeMessages(messages: TranscriptMessage[]): TranscriptMessage[] {
+  const flags: Flags = { redacted: false, truncated: false };
+  return messages.map((m) => boundMessage(m, MAX_TEXT_CHARS, flags));
+}
+
+export interface BoundedHistory {
+  messages: TranscriptMessage[];
+  /** Whether older messages of the page were dropped to fit `maxBytes`. */
+  truncated: boolean;
+  droppedMessages: number;
+  /** Whether some text was cut at `maxChars`. */
+  contentTruncated: boolean;
+  contentRedacted: boolean;
+  /** UTF-8 size of the serialized `messages`. */
+  bytes: number;
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * Bounds a page of messages (oldest first) for a model's context: secrets redacted, text (and
+ * string arguments of tool calls) cut at `maxChars` with a marker, then the oldest messages
+ * dropped until the serialized messages fit in `maxBytes` minus room for the result envelope.
+ */
+export function boundHistory(
+  messages: TranscriptMessage[],
+  opts: { maxChars?: number; maxBytes?: number } = {},
+): BoundedHistory {
+  const maxChars = opts.maxChars ?? MAX_TEXT_CHARS;
+  const budget = (opts.maxBytes ?? MAX_HISTORY_BYTES) - ENVELOPE_BYTES;
+  const flags: Flags = { redacted: false, truncated: false };
+  const bounded = messages.map((m) => boundMessage(m, maxChars, flags));
+  const sizes = bounded.map((m) => encoder.encode(JSON.stringify(m)).length);
+  // "[" + "]" + one "," between messages.
+  let bytes = 2 + sizes.reduce((sum, n) => sum + n, 0) + Math.max(0, sizes.length - 1);
+  let dropped = 0;
+  while (dropped < bounded.length && bytes > budget) {
+    bytes -= (sizes[dropped] ?? 0) + (bounded.length - dropped > 1 ? 1 : 0);
+    dropped++;
+  }
+  return {
+    messages: bounded.slice(dropped),
+    truncated: dropped > 0,
+    droppedMessages: dropped,
+    contentTruncated: flags.truncated,
+    contentRedacted: flags.redacted,
+    bytes,
+  };
+}
+
+export const sessionsHistoryTool = defineTool({
+  name: "sessions_history",
+  description:
+    "Read a session's transcript (oldest first): a session key from sessions_list, `main`, or a sessionId. " +
+    "Pass `nextBefore` back as `before` for older messages. Long texts are cut and secrets redacted.",
+  schema: z.strictObject({
+    sessionKey: z.string().trim().min(1).describe("Session key, `main`, or a sessionId from sessions_list."),
+    limit: z.number().optional().describe("Messages per page, 1-200 (default 50)."),
+    includeTools: z.boolean().optional().describe("Include tool results (default false)."),
+    before: z
+      .number()
+      .optional()
+      .describe("`nextBefore` from the previous page: only messages before this seq."),
+  }),
+  async execute(args, ctx) {
+    const target = await findVisibleSession(args.sessionKey, ctx);
+    if ("status" in target) return target;
+    const { row, displayKey } = target;
+    const page = await historyPage(ctx.env, row.sessionId, {
+      limit: clampInt(args.limit, 1, 200, 50),
+      before: args.before === undefined ? undefined : Math.trunc(args.before),
+      includeTools: args.includeTools ?? false,
+    });
+    const bounded = boundHistory(page.messages);
+    // Dropped messages are older than every kept one, so paging on from the oldest kept message
+    // reaches them; when nothing fits, page on past the whole page.
+    const oldestKept = bounded.messages[0]?.seq;
+    const newest = page.messages[page.messages.length - 1]?.seq;
+    const hasMore = page.hasMore || bounded.truncated;
+    const nextBefore = bounded.truncated ? (oldestKept ?? newest) : page.nextBefore;
+    return {
+      sessionKey: displayKey,
+      sessionId: row.sessionId,
+      messages: bounded.messages,
+      hasMore,
+      ...(hasMore && nextBefore !== undefined ? { nextBefore } : {}),
+      truncated: bounded.truncated,
+      droppedMessages: bounded.droppedMessages,
+      contentTruncated: bounded.contentTruncated,
+      contentRedacted: bounded.contentRedacted,
+      bytes: bounded.bytes,
+    };
+  },
+});

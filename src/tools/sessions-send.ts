@@ -1,0 +1,175 @@
+/**
+ * `sessions_send` (SPEC §6): sends a message into another session as an inter-session user
+ * message, then either returns at once (`timeoutSeconds: 0`) or waits in the target's actor for
+ * the run to end. The reply-back rounds and the announce step that follow are driven by the
+ * SessionActors from the run's flow metadata, so they survive restarts and also happen when the
+ * wait timed out.
+ */
+import { z } from "zod";
+import { stableUuid } from "../auth/signature";
+import { getSession } from "../db/queries";
+import { agentMainKey, normalizeAgentId, toToolKey } from "../keys/session-key";
+import type { EnqueueRequest, EntryInit } from "../session/types";
+import { findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
+import { defineTool, type ToolContext, toolError } from "./types";
+
+const MAX_WAIT_SECONDS = 600;
+
+export const sessionsSendTool = defineTool({
+  name: "sessions_send",
+  description:
+    "Send a message to another session (by sessionKey, or by label + optional agentId) and, unless timeoutSeconds is 0, wait for its reply. " +
+    "After the reply, the two sessions may exchange a few more messages (reply REPLY_SKIP to end that) and the target may announce the outcome in its chat.",
+  schema: z
+    .strictObject({
+      sessionKey: z.string().trim().min(1).optional().describe("Target session key, `main`, or a sessionId."),
+      label: z.string().trim().min(1).optional().describe("Target session label (instead of sessionKey)."),
+      agentId: z
+        .string()
+        .trim()
+        .min(1)
+        .optional()
+        .describe("Agent of the labelled session (default: yours)."),
+      message: z.string().trim().min(1).describe("The message to send."),
+      timeoutSeconds: z
+        .number()
+        .min(0)
+        .max(MAX_WAIT_SECONDS)
+        .optional()
+        .describe("Seconds to wait for the reply (default 30); 0 sends without waiting."),
+    })
+    .refine((a) => (a.sessionKey === undefined) !== (a.label === undefined), {
+      message: "pass exactly one of `sessionKey` or `label`",
+    }),
+  async execute(args, ctx) {
+    const { caller, config, env } = ctx;
+    const target = args.sessionKey
+      ? await findVisibleSession(args.sessionKey, ctx)
+      : await findVisibleSessionByLabel(
+          args.label ?? "",
+          args.agentId ? normalizeAgentId(args.agentId) : undefined,
+          ctx,
+        );
+    if ("status" in target) return target;
+    const row = target.row;
+    const display = toToolKey(row.key, caller.agentId, config.session);
+
+    const hop = caller.flow ? caller.flow.hop + 1 : 1;
+    const maxHops = config.session.agentToAgent.maxHops;
+    if (hop > maxHops) {
+      return toolError(
+        `this message would be hop ${hop} of an agent-to-agent chain, over session.agentToAgent.maxHops (${maxHops}); answer without messaging another session`,
+      );
+    }
+    const seed = `${caller.runId ?? "http"}:${ctx.toolCallId}`;
+    const flowId = caller.flow?.flowId ?? (await stableUuid(`flow:${seed}`));
+    const runId = await stableUuid(`send:${seed}`);
+    const self = row.key === caller.sessionKey;
+    const req: EnqueueRequest = {
+      sessionKey: row.key,
+      runId,
+      trigger: "send",
+      inputs: [
+        {
+          text: args.message,
+          provenance: {
+            kind: "inter_session",
+            sourceSessionKey: caller.sessionKey,
+            ...(caller.entry?.lastChannel || caller.entry?.channel
+              ? { sourceChannel: caller.entry.lastChannel ?? caller.entry.channel ?? undefined }
+              : {}),
+            sourceTool: "sessions_send",
+          },
+          timestamp: Date.now(),
+        },
+      ],
+      deliver: false,
+      init: initFor(row),
+      userInteraction: false,
+      hasThread: false,
+      flow: {
+        flowId,
+        hop,
+        requesterKey: caller.sessionKey,
+        targetKey: row.key,
+        phase: "primary",
+        round: 0,
+        maxRounds: self ? 0 : config.session.agentToAgent.maxPingPongTurns,
+        originalMessage: args.message,
+        requesterInit: await requesterInit(ctx),
+      },
+    };
+    const stub = env.SESSION_ACTOR.getByName(row.key);
+    const queued = await stub.enqueue(req);
+    if (!queued.ok) return toolError(`could not send to ${display}: ${queued.message}`);
+
+    const timeoutSeconds = args.timeoutSeconds ?? 30;
+    if (timeoutSeconds === 0) return { runId, status: "accepted", sessionKey: display };
+    if (self) {
+      return {
+        runId,
+        status: "accepted",
+        sessionKey: display,
+        note: "the target is this session: its run starts after the current one, so this call does not wait",
+      };
+    }
+    if (queued.waitingOn?.includes(caller.sessionKey)) {
+      return {
+        runId,
+        status: "accepted",
+        sessionKey: display,
+        note: "the target session is itself waiting on this session; not waiting, to avoid a deadlock",
+      };
+    }
+    const release = ctx.onWait?.(row.key);
+    try {
+      const result = await stub.waitForRun(row.key, runId, Math.round(timeoutSeconds * 1000));
+      if ("ok" in result) return toolError(result.message);
+      if (result.status === "ok")
+        return { runId, status: "ok", reply: result.reply ?? "", sessionKey: display };
+      if (result.status === "timeout" && result.runStatus !== "timeout") {
+        return {
+          runId,
+          status: "timeout",
+          error: `no reply within ${timeoutSeconds}s; the run continues — read it later with sessions_history`,
+          runStatus: result.runStatus,
+          sessionKey: display,
+        };
+      }
+      return {
+        runId,
+        status: "error",
+        error: result.error ?? `run ended with status ${result.runStatus}`,
+        sessionKey: display,
+      };
+    } finally {
+      release?.();
+    }
+  },
+});
+
+function initFor(row: {
+  agentId: string;
+  kind: string;
+  chatType: string | null;
+  channel: string | null;
+  spawnedBy: string | null;
+}): EntryInit {
+  const init: EntryInit = {
+    agentId: row.agentId,
+    kind: row.kind,
+    chatType: (row.chatType ?? "direct") as EntryInit["chatType"],
+    channel: row.channel,
+  };
+  if (row.spawnedBy) init.spawnedBy = row.spawnedBy;
+  return init;
+}
+
+/** How to create the requester's entry if a reply round reaches it before it exists. */
+async function requesterInit(ctx: ToolContext): Promise<EntryInit> {
+  const { caller, config, env } = ctx;
+  const entry = caller.entry ?? (await getSession(env, caller.sessionKey));
+  if (entry) return initFor(entry);
+  const main = caller.sessionKey === agentMainKey(caller.agentId, config.session);
+  return { agentId: caller.agentId, kind: main ? "main" : "other", chatType: "direct", channel: null };
+}

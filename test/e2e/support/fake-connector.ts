@@ -1,0 +1,135 @@
+/**
+ * A fake chat connector on 127.0.0.1: the `deliverUrl` the gateway POSTs replies to. Every
+ * attempt is recorded with its signature check; while "up" a correctly signed delivery is
+ * answered 200 and recorded in `deliveries`, while "down" every attempt is answered 503.
+ * Duplicates are recorded too (never dropped), so tests can prove there were none.
+ */
+import "./workers-crypto.ts";
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { SIGNATURE_HEADER, verifySignature } from "../../../src/auth/signature.ts";
+
+/** The delivery body the gateway sends (SPEC §14). */
+export interface DeliveryBody {
+  deliveryId: string;
+  kind: "reply" | "announce" | "notice";
+  sessionKey: string;
+  channel: string;
+  accountId: string;
+  to: string;
+  threadId?: string;
+  text: string;
+  replyToMessageId?: string;
+}
+
+export interface DeliveryAttempt {
+  /** Node clock when the request arrived. */
+  at: number;
+  path: string;
+  status: number;
+  signature: string | null;
+  /** Result of `verifySignature` with the connector secret ("ok" or the reason it failed). */
+  signatureCheck: string;
+  raw: string;
+  body: DeliveryBody | undefined;
+}
+
+export interface FakeConnector {
+  /** Base URL, e.g. http://127.0.0.1:1234/deliver. */
+  url: string;
+  /** Accepted (200) deliveries, in arrival order. */
+  deliveries: DeliveryAttempt[];
+  /** Every POST, accepted or not, in arrival order. */
+  attempts: DeliveryAttempt[];
+  down(): void;
+  up(): void;
+  readonly isDown: boolean;
+  /** Accepted deliveries whose body matches. */
+  deliveriesFor(match: Partial<DeliveryBody>): DeliveryAttempt[];
+  attemptsFor(match: Partial<DeliveryBody>): DeliveryAttempt[];
+  close(): Promise<void>;
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function matches(body: DeliveryBody | undefined, match: Partial<DeliveryBody>): boolean {
+  if (!body) return false;
+  return Object.entries(match).every(([k, v]) => body[k as keyof DeliveryBody] === v);
+}
+
+export async function startFakeConnector(secret: string): Promise<FakeConnector> {
+  const deliveries: DeliveryAttempt[] = [];
+  const attempts: DeliveryAttempt[] = [];
+  let isDown = false;
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const at = Date.now();
+    const raw = await readBody(req);
+    const signature = req.headers[SIGNATURE_HEADER] as string | undefined;
+    const check = await verifySignature(secret, signature, raw);
+    let body: DeliveryBody | undefined;
+    try {
+      body = JSON.parse(raw) as DeliveryBody;
+    } catch {
+      body = undefined;
+    }
+    let status: number;
+    if (req.method !== "POST") status = 405;
+    else if (isDown) status = 503;
+    else if (!check.ok) status = 401;
+    else if (!body) status = 400;
+    else status = 200;
+    const attempt: DeliveryAttempt = {
+      at,
+      path: req.url ?? "",
+      status,
+      signature: signature ?? null,
+      signatureCheck: check.ok ? "ok" : check.reason,
+      raw,
+      body,
+    };
+    attempts.push(attempt);
+    if (status === 200) deliveries.push(attempt);
+    res.writeHead(status, { "content-type": "text/plain" });
+    res.end(
+      status === 200 ? "ok" : status === 503 ? "connector is down" : `rejected: ${attempt.signatureCheck}`,
+    );
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      res.writeHead(500);
+      res.end(String(error));
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}/deliver`,
+    deliveries,
+    attempts,
+    down() {
+      isDown = true;
+    },
+    up() {
+      isDown = false;
+    },
+    get isDown() {
+      return isDown;
+    },
+    deliveriesFor: (match) => deliveries.filter((d) => matches(d.body, match)),
+    attemptsFor: (match) => attempts.filter((d) => matches(d.body, match)),
+    async close() {
+      server.closeAllConnections();
+      server.close();
+      await once(server, "close");
+    },
+  };
+}

@@ -1,0 +1,259 @@
+/**
+ * A scripted OpenAI-compatible model server on 127.0.0.1 (`POST /v1/chat/completions`).
+ *
+ * Each request takes the next step of the script (or the fallback when the script is empty):
+ * a text reply, tool calls, an HTTP error, or a hang that lasts until the test releases it.
+ * The gateway calls `generateText`, which `@ai-sdk/openai-compatible` sends as a non-streaming
+ * request; `stream: true` is answered as server-sent events too, in case that ever changes.
+ * Every request is recorded (system prompt, messages, tool names) for assertions.
+ */
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+
+export interface Usage {
+  prompt: number;
+  completion: number;
+}
+
+export type ModelStep =
+  | { text: string; usage?: Usage }
+  | { toolCalls: Array<{ name: string; arguments?: unknown; id?: string }>; text?: string; usage?: Usage }
+  | { status: number; message?: string };
+
+export interface ChatMessage {
+  role: string;
+  content?: unknown;
+  tool_calls?: Array<{ id: string; type: string; function: { name: string; arguments: string } }>;
+  tool_call_id?: string;
+}
+
+export interface ModelRequest {
+  /** Node clock when the request arrived. */
+  at: number;
+  model: string;
+  stream: boolean;
+  system: string;
+  messages: ChatMessage[];
+  tools: string[];
+  /** How the request ended: answered with a status, or the client went away first. */
+  outcome: "pending" | "answered" | "client-closed";
+}
+
+export interface Hang {
+  /** Resolves when the hanging request has arrived. */
+  started: Promise<ModelRequest>;
+  /** Answers the hanging request (if its client is still there) with `step`. */
+  release(step?: ModelStep): void;
+}
+
+export interface FakeModel {
+  /** Base URL for `models.providers.<id>.baseUrl`, e.g. http://127.0.0.1:1234/v1. */
+  baseUrl: string;
+  requests: ModelRequest[];
+  /** Appends steps to the script. */
+  push(...steps: ModelStep[]): void;
+  /** Appends `n` copies of an HTTP error. */
+  fail(status: number, n: number, message?: string): void;
+  /** Appends a step that hangs until released. */
+  hang(): Hang;
+  /** What to answer when the script is empty (default: a short text). */
+  setFallback(step: ModelStep): void;
+  /** Forgets the script, the requests and the fallback; releases open hangs. */
+  reset(): void;
+  close(): Promise<void>;
+}
+
+const DEFAULT_USAGE: Usage = { prompt: 10, completion: 5 };
+
+type Scripted = { step: ModelStep } | { hang: Deferred };
+
+interface Deferred {
+  started: (r: ModelRequest) => void;
+  released: Promise<ModelStep | undefined>;
+  release: (step?: ModelStep) => void;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? "").join("");
+  return "";
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+function completion(step: Exclude<ModelStep, { status: number }>, model: string, n: number) {
+  const usage = step.usage ?? DEFAULT_USAGE;
+  const toolCalls =
+    "toolCalls" in step
+      ? step.toolCalls.map((c, i) => ({
+          id: c.id ?? `call_${n}_${i}`,
+          type: "function",
+          function: { name: c.name, arguments: JSON.stringify(c.arguments ?? {}) },
+        }))
+      : undefined;
+  const text = "toolCalls" in step ? (step.text ?? null) : step.text;
+  return {
+    id: `chatcmpl-fake-${n}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: text, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
+        finish_reason: toolCalls ? "tool_calls" : "stop",
+      },
+    ],
+    usage: {
+      prompt_tokens: usage.prompt,
+      completion_tokens: usage.completion,
+      total_tokens: usage.prompt + usage.completion,
+    },
+  };
+}
+
+/** The same answer as chat.completion.chunk server-sent events (for `stream: true`). */
+function streamChunks(body: ReturnType<typeof completion>): string {
+  const choice = body.choices[0];
+  const base = { id: body.id, object: "chat.completion.chunk", created: body.created, model: body.model };
+  const events: unknown[] = [{ ...base, choices: [{ index: 0, delta: { role: "assistant" } }] }];
+  if (choice?.message.content) {
+    events.push({ ...base, choices: [{ index: 0, delta: { content: choice.message.content } }] });
+  }
+  for (const [index, call] of (choice?.message.tool_calls ?? []).entries()) {
+    events.push({ ...base, choices: [{ index: 0, delta: { tool_calls: [{ index, ...call }] } }] });
+  }
+  events.push({ ...base, choices: [{ index: 0, delta: {}, finish_reason: choice?.finish_reason }] });
+  events.push({ ...base, choices: [], usage: body.usage });
+  return `${events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join("")}data: [DONE]\n\n`;
+}
+
+export async function startFakeModel(): Promise<FakeModel> {
+  const requests: ModelRequest[] = [];
+  let script: Scripted[] = [];
+  let fallback: ModelStep = { text: "fallback answer" };
+  const openHangs = new Set<Deferred>();
+
+  const answer = (res: ServerResponse, record: ModelRequest, step: ModelStep) => {
+    if (res.destroyed || res.writableEnded) return;
+    record.outcome = "answered";
+    if ("status" in step) {
+      res.writeHead(step.status, { "content-type": "application/json" });
+      res.end(
+        JSON.stringify({
+          error: {
+            message: step.message ?? `fake model error ${step.status}`,
+            type: step.status === 429 ? "rate_limit_exceeded" : "server_error",
+            code: step.status,
+          },
+        }),
+      );
+      return;
+    }
+    const body = completion(step, record.model, requests.indexOf(record));
+    if (record.stream) {
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      res.end(streamChunks(body));
+    } else {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.end(JSON.stringify(body));
+    }
+  };
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const raw = await readBody(req);
+    if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
+      return;
+    }
+    const parsed = JSON.parse(raw) as {
+      model: string;
+      stream?: boolean;
+      messages: ChatMessage[];
+      tools?: Array<{ function: { name: string } }>;
+    };
+    const record: ModelRequest = {
+      at: Date.now(),
+      model: parsed.model,
+      stream: parsed.stream === true,
+      system: parsed.messages
+        .filter((m) => m.role === "system")
+        .map((m) => textOf(m.content))
+        .join("\n"),
+      messages: parsed.messages,
+      tools: (parsed.tools ?? []).map((t) => t.function.name),
+      outcome: "pending",
+    };
+    requests.push(record);
+    res.on("close", () => {
+      if (record.outcome === "pending") record.outcome = "client-closed";
+    });
+    const next = script.shift();
+    if (next && "hang" in next) {
+      next.hang.started(record);
+      const step = await next.hang.released;
+      openHangs.delete(next.hang);
+      answer(res, record, step ?? fallback);
+      return;
+    }
+    answer(res, record, next?.step ?? fallback);
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (res.headersSent) return;
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `fake model failed: ${String(error)}` } }));
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    push(...steps) {
+      script.push(...steps.map((step) => ({ step })));
+    },
+    fail(status, n, message) {
+      for (let i = 0; i < n; i++) script.push({ step: { status, ...(message ? { message } : {}) } });
+    },
+    hang() {
+      let started!: (r: ModelRequest) => void;
+      let release!: (step?: ModelStep) => void;
+      const startedP = new Promise<ModelRequest>((r) => {
+        started = r;
+      });
+      const released = new Promise<ModelStep | undefined>((r) => {
+        release = r;
+      });
+      const d: Deferred = { started, released, release };
+      openHangs.add(d);
+      script.push({ hang: d });
+      return { started: startedP, release: (step) => release(step) };
+    },
+    setFallback(step) {
+      fallback = step;
+    },
+    reset() {
+      for (const d of openHangs) d.release();
+      openHangs.clear();
+      script = [];
+      requests.length = 0;
+      fallback = { text: "fallback answer" };
+    },
+    async close() {
+      for (const d of openHangs) d.release();
+      server.close();
+      server.closeAllConnections();
+      await once(server, "close");
+    },
+  };
+}

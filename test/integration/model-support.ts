@@ -1,0 +1,96 @@
+/**
+ * A scripted OpenAI-compatible model at https://model.test and a fake connector at
+ * https://connector.test, behind one fetch spy (the actors run in the test isolate).
+ */
+import { vi } from "vitest";
+import { SIGNATURE_HEADER } from "../../src/auth/signature";
+import type { Delivered } from "./support";
+
+export interface ModelRequest {
+  system: string;
+  lastUser: string;
+  lastRole: string;
+  lastTool?: string;
+  messages: Array<{ role: string; content: unknown }>;
+}
+
+export type ModelAnswer =
+  | { text: string }
+  | { tool: string; args: unknown }
+  | { status: number; error: string };
+
+/** Config pieces that route a session's runs to the scripted model. */
+export const SCRIPTED_MODEL_CONFIG = {
+  models: {
+    providers: { fake: { api: "openai-compatible", baseUrl: "https://model.test/v1" } },
+    retry: { attempts: 2, baseDelayMs: 1 },
+  },
+  agents: { defaults: { model: "fake/m" } },
+};
+
+function text(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? "").join("");
+  return "";
+}
+
+export function scriptedWorld(answer: (req: ModelRequest) => ModelAnswer) {
+  const real = globalThis.fetch;
+  const delivered: Delivered[] = [];
+  const requests: ModelRequest[] = [];
+  let calls = 0;
+  const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+    const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+    const body = typeof init?.body === "string" ? init.body : "";
+    if (url.startsWith("https://connector.test/")) {
+      delivered.push({
+        url,
+        signature: new Headers(init?.headers).get(SIGNATURE_HEADER),
+        body: JSON.parse(body) as Record<string, unknown>,
+      });
+      return new Response("ok");
+    }
+    if (!url.startsWith("https://model.test/")) return real(input, init);
+    calls++;
+    const parsed = JSON.parse(body) as { messages: Array<{ role: string; content: unknown; name?: string }> };
+    const msgs = parsed.messages;
+    const last = msgs[msgs.length - 1];
+    const req: ModelRequest = {
+      system: msgs
+        .filter((m) => m.role === "system")
+        .map((m) => text(m.content))
+        .join("\n"),
+      lastUser: text([...msgs].reverse().find((m) => m.role === "user")?.content),
+      lastRole: last?.role ?? "",
+      lastTool: last?.role === "tool" ? text(last.content) : undefined,
+      messages: msgs,
+    };
+    requests.push(req);
+    const a = answer(req);
+    if ("status" in a)
+      return new Response(JSON.stringify({ error: { message: a.error } }), { status: a.status });
+    const message =
+      "tool" in a
+        ? {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              {
+                id: `call_${calls}`,
+                type: "function",
+                function: { name: a.tool, arguments: JSON.stringify(a.args) },
+              },
+            ],
+          }
+        : { role: "assistant", content: a.text };
+    return Response.json({
+      id: `cmpl-${calls}`,
+      object: "chat.completion",
+      created: Math.floor(Date.now() / 1000),
+      model: "m",
+      choices: [{ index: 0, message, finish_reason: "tool" in a ? "tool_calls" : "stop" }],
+      usage: { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 },
+    });
+  });
+  return { delivered, requests, calls: () => calls, restore: () => spy.mockRestore() };
+}

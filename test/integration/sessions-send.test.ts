@@ -1,0 +1,198 @@
+import { describe, expect, it } from "vitest";
+import type { TranscriptMessage } from "../../src/session/transcript";
+import { type ModelAnswer, type ModelRequest, SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
+import { withActorConfig } from "./rpc-support";
+import { eventually, inbound, rpc, waitRun } from "./support";
+
+const group = (id: string) => `agent:main:telegram:group:${id}`;
+const msg = (groupId: string, text: string) => ({
+  messageId: `m-${groupId}-${crypto.randomUUID()}`,
+  chatType: "group",
+  from: "u1",
+  groupId,
+  text,
+});
+
+async function history(sessionKey: string): Promise<TranscriptMessage[]> {
+  const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", { sessionKey, limit: 1000 });
+  return res.payload.messages;
+}
+
+/** A: calls sessions_send when told to; everyone: answers, and plays the rounds as scripted. */
+function agentScript(opts: { rounds?: (req: ModelRequest) => string; announce?: string }) {
+  return (req: ModelRequest): ModelAnswer => {
+    if (req.system.includes("This is the announce step"))
+      return { text: opts.announce ?? "B announces: all done" };
+    if (req.system.includes("reply-back round")) return { text: opts.rounds?.(req) ?? "REPLY_SKIP" };
+    if (req.lastRole === "tool") return { text: `tool said ${req.lastTool}` };
+    if (req.lastUser.startsWith("send:")) {
+      return { tool: "sessions_send", args: JSON.parse(req.lastUser.slice("send:".length)) };
+    }
+    return { text: `answer to ${req.lastUser}` };
+  };
+}
+
+async function setup(ids: string[], extra: Record<string, unknown> = {}) {
+  const config = {
+    ...SCRIPTED_MODEL_CONFIG,
+    connectors: {
+      telegram: { deliverUrl: "https://connector.test/telegram", secretEnv: "DEV_CONNECTOR_SECRET" },
+    },
+    tools: { sessions: { visibility: "agent" } },
+    session: { agentToAgent: { maxPingPongTurns: 3 } },
+    ...extra,
+  };
+  for (const id of ids) {
+    const ack = (await (await inbound("telegram", msg(id, "hello"))).json()) as { runId: string };
+    await waitRun(ack.runId);
+    await withActorConfig(group(id), config);
+  }
+}
+
+describe("sessions_send", () => {
+  it("waits for the target's reply, then runs alternating reply-back rounds and announces in the target", {
+    timeout: 20_000,
+  }, async () => {
+    let round = 0;
+    const world = scriptedWorld(
+      agentScript({ rounds: () => (++round < 3 ? `round reply ${round}` : "REPLY_SKIP") }),
+    );
+    await setup(["a1", "b1"]);
+    const send = JSON.stringify({ sessionKey: group("b1"), message: "ping", timeoutSeconds: 10 });
+    const ack = (await (await inbound("telegram", msg("a1", `send:${send}`))).json()) as { runId: string };
+    expect((await waitRun(ack.runId)).status).toBe("ok");
+
+    // A's tool call got B's reply to this very run.
+    const aHistory = await history(group("a1"));
+    const toolResult = aHistory.find((m) => m.role === "toolResult" && m.toolName === "sessions_send");
+    const result = JSON.parse((toolResult!.content[0] as { text: string }).text);
+    expect(result).toMatchObject({ status: "ok", reply: "answer to ping", sessionKey: group("b1") });
+
+    // B got the message as an inter-session user message.
+    const announce = await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "b1"),
+      10_000,
+    );
+    expect(announce.body.text).toBe("B announces: all done");
+    const bHistory = await history(group("b1"));
+    const ping = bHistory.find(
+      (m) => m.role === "user" && (m.content[0] as { text: string }).text === "ping",
+    );
+    expect(ping?.provenance).toEqual({
+      kind: "inter_session",
+      sourceSessionKey: group("a1"),
+      sourceChannel: "telegram",
+      sourceTool: "sessions_send",
+    });
+
+    // Rounds alternate: round 1 in A, round 2 in B, round 3 in A (REPLY_SKIP ends it).
+    const roundMsgs = (h: TranscriptMessage[]) =>
+      h.filter((m) => m.role === "user" && (m.content[0] as { text: string }).text.startsWith("[reply from"));
+    const aRounds = roundMsgs(await history(group("a1")));
+    const bRounds = roundMsgs(bHistory);
+    expect(aRounds.map((m) => (m.content[0] as { text: string }).text.split("\n")[1])).toEqual([
+      "answer to ping",
+      "round reply 2",
+    ]);
+    expect(bRounds.map((m) => (m.content[0] as { text: string }).text.split("\n")[1])).toEqual([
+      "round reply 1",
+    ]);
+    expect(round).toBe(3);
+    // The target's primary run and rounds never deliver to B's chat; only the announce does.
+    expect(world.delivered.filter((d) => d.body.to === "b1" && d.body.kind !== "reply")).toHaveLength(1);
+    world.restore();
+  });
+
+  it("stays silent when the announce step answers ANNOUNCE_SKIP", async () => {
+    const world = scriptedWorld(agentScript({ announce: "ANNOUNCE_SKIP" }));
+    await setup(["a2", "b2"]);
+    const send = JSON.stringify({ sessionKey: group("b2"), message: "quiet please", timeoutSeconds: 10 });
+    const ack = (await (await inbound("telegram", msg("a2", `send:${send}`))).json()) as { runId: string };
+    await waitRun(ack.runId);
+    await eventually(
+      async () => world.requests.some((r) => r.system.includes("This is the announce step")),
+      10_000,
+    );
+    // A's own reply reaches its chat; the announce step's ANNOUNCE_SKIP reaches nobody.
+    await eventually(async () =>
+      world.delivered.some(
+        (d) => d.body.to === "a2" && d.body.kind === "reply" && d.body.text !== "echo: hello",
+      ),
+    );
+    await new Promise((r) => setTimeout(r, 300));
+    expect(world.delivered.filter((d) => d.body.kind === "announce")).toEqual([]);
+    world.restore();
+  });
+
+  it("returns accepted at once with timeoutSeconds 0", async () => {
+    const world = scriptedWorld(agentScript({}));
+    await setup(["a3", "b3"]);
+    const send = JSON.stringify({ sessionKey: group("b3"), message: "fire and forget", timeoutSeconds: 0 });
+    const ack = (await (await inbound("telegram", msg("a3", `send:${send}`))).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const result = (await history(group("a3"))).find((m) => m.toolName === "sessions_send");
+    expect(JSON.parse((result!.content[0] as { text: string }).text)).toEqual({
+      runId: expect.any(String),
+      status: "accepted",
+      sessionKey: group("b3"),
+    });
+    world.restore();
+  });
+
+  it("returns error quoting the provider's 429 when the target's model fails, not timeout", async () => {
+    const world = scriptedWorld((req) => {
+      if (req.lastUser === "doomed") return { status: 429, error: "Rate limit reached for requests" };
+      return agentScript({})(req);
+    });
+    await setup(["a4", "b4"]);
+    const send = JSON.stringify({ sessionKey: group("b4"), message: "doomed", timeoutSeconds: 10 });
+    const ack = (await (await inbound("telegram", msg("a4", `send:${send}`))).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const result = (await history(group("a4"))).find((m) => m.toolName === "sessions_send");
+    const parsed = JSON.parse((result!.content[0] as { text: string }).text);
+    expect(parsed.status).toBe("error");
+    expect(parsed.error).toMatch(/429/);
+    expect(parsed.error).toMatch(/Rate limit reached/);
+    world.restore();
+  });
+
+  it("refuses a send that would exceed session.agentToAgent.maxHops", async () => {
+    const world = scriptedWorld(agentScript({}));
+    await setup(["a5", "b5", "c5"], { session: { agentToAgent: { maxHops: 1, maxPingPongTurns: 0 } } });
+    // A → B is hop 1; B's run (triggered by that message) tries B → C, which would be hop 2.
+    const inner = JSON.stringify({ sessionKey: group("c5"), message: "too far", timeoutSeconds: 0 });
+    const send = JSON.stringify({ sessionKey: group("b5"), message: `send:${inner}`, timeoutSeconds: 10 });
+    const ack = (await (await inbound("telegram", msg("a5", `send:${send}`))).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const bTool = await eventually(async () =>
+      (await history(group("b5"))).find((m) => m.role === "toolResult" && m.toolName === "sessions_send"),
+    );
+    const parsed = JSON.parse((bTool.content[0] as { text: string }).text);
+    expect(parsed.status).toBe("error");
+    expect(parsed.error).toContain("session.agentToAgent.maxHops (1)");
+    expect(
+      (await history(group("c5"))).some((m) => (m.content[0] as { text: string }).text === "too far"),
+    ).toBe(false);
+    world.restore();
+  });
+
+  it("does not deadlock when a session messages itself", async () => {
+    const world = scriptedWorld(agentScript({}));
+    await setup(["a6"]);
+    const send = JSON.stringify({ sessionKey: "main", message: "note to self", timeoutSeconds: 10 });
+    // `main` is the agent's main key here, not this group: use the group key explicitly.
+    const selfSend = send.replace('"main"', JSON.stringify(group("a6")));
+    const started = Date.now();
+    const ack = (await (await inbound("telegram", msg("a6", `send:${selfSend}`))).json()) as {
+      runId: string;
+    };
+    expect((await waitRun(ack.runId)).status).toBe("ok");
+    expect(Date.now() - started).toBeLessThan(5000);
+    const result = (await history(group("a6"))).find((m) => m.toolName === "sessions_send");
+    expect(JSON.parse((result!.content[0] as { text: string }).text)).toMatchObject({ status: "accepted" });
+    await eventually(async () =>
+      (await history(group("a6"))).some((m) => (m.content[0] as { text?: string })?.text === "note to self"),
+    );
+    world.restore();
+  });
+});

@@ -1,0 +1,211 @@
+import { createExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load";
+import type { TranscriptMessage } from "../../src/session/transcript";
+import { sessionsSpawnTool } from "../../src/tools/sessions-spawn";
+import type { ToolContext } from "../../src/tools/types";
+import { type ModelAnswer, type ModelRequest, SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
+import { withActorConfig } from "./rpc-support";
+import { eventually, inbound, rpc, waitRun } from "./support";
+
+const CONNECTORS = {
+  telegram: { deliverUrl: "https://connector.test/telegram", secretEnv: "DEV_CONNECTOR_SECRET" },
+};
+const group = (id: string) => `agent:main:telegram:group:${id}`;
+const msg = (groupId: string, text: string) => ({
+  messageId: `m-${groupId}-${crypto.randomUUID()}`,
+  chatType: "group",
+  from: "u1",
+  groupId,
+  text,
+});
+
+async function history(sessionKey: string): Promise<TranscriptMessage[]> {
+  return (await rpc<{ messages: TranscriptMessage[] }>("chat.history", { sessionKey, limit: 1000 })).payload
+    .messages;
+}
+
+function script(child: (req: ModelRequest) => ModelAnswer) {
+  return (req: ModelRequest): ModelAnswer => {
+    if (req.lastUser.startsWith("spawn:"))
+      return { tool: "sessions_spawn", args: JSON.parse(req.lastUser.slice(6)) };
+    if (req.system.includes("## Sub-agent")) return child(req);
+    if (req.lastRole === "tool") return { text: `spawned: ${req.lastTool}` };
+    return { text: `answer to ${req.lastUser}` };
+  };
+}
+
+async function requester(id: string, extra: Record<string, unknown> = {}) {
+  const ack = (await (await inbound("telegram", msg(id, "hello"))).json()) as { runId: string };
+  await waitRun(ack.runId);
+  await withActorConfig(group(id), { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS, ...extra });
+}
+
+function toolResultOf(h: TranscriptMessage[], name: string) {
+  const m = h.find((x) => x.role === "toolResult" && x.toolName === name);
+  return JSON.parse((m!.content[0] as { text: string }).text) as Record<string, unknown>;
+}
+
+describe("sessions_spawn", () => {
+  it("returns accepted in the same turn, runs the child, and announces Status/Result/Stats to the requester", async () => {
+    const world = scriptedWorld(
+      script((req) =>
+        req.system.includes("This is the announce step")
+          ? { text: "The answer is 42." }
+          : { text: "computed 42" },
+      ),
+    );
+    // The child session's actor runs with the global config: route its model too.
+    await requester("s1");
+    const ack = (await (
+      await inbound(
+        "telegram",
+        msg("s1", `spawn:${JSON.stringify({ task: "compute the answer", label: "calc" })}`),
+      )
+    ).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const accepted = toolResultOf(await history(group("s1")), "sessions_spawn");
+    expect(accepted).toEqual({
+      status: "accepted",
+      runId: expect.any(String),
+      childSessionKey: expect.any(String),
+    });
+    const childKey = accepted.childSessionKey as string;
+    expect(childKey).toMatch(/^agent:main:subagent:[0-9a-f-]{36}$/);
+    await withActorConfig(childKey, { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS });
+    // If the child ran before the patch it used echo; either way an announcement arrives.
+    const announce = await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "s1"),
+      10_000,
+    );
+    const lines = String(announce.body.text).split("\n");
+    expect(lines[0]).toBe("Status: ok");
+    expect(lines[1]).toMatch(/^Result: /);
+    const stats = lines.find((l) => l.startsWith("Stats: "));
+    expect(stats).toMatch(
+      /^Stats: runtime \d+s • tokens [\d.]+k? \(in [\d.]+k? \/ out [\d.]+k?\) • sessionKey agent:main:subagent:/,
+    );
+    expect(stats).toContain(`sessionKey ${childKey}`);
+    expect(stats).toMatch(/sessionId [0-9a-f-]{36} • transcript \/v1\/transcripts\/[0-9a-f-]{36}\.jsonl$/);
+
+    const entry = await rpc<{ sessions: Array<{ key: string; spawnedBy?: string; label?: string }> }>(
+      "sessions.list",
+      {},
+    );
+    expect(entry.payload.sessions.find((s) => s.key === childKey)).toMatchObject({
+      spawnedBy: group("s1"),
+      label: "calc",
+    });
+    // The requester's transcript holds the announcement with subagent_announce provenance.
+    const recorded = (await history(group("s1"))).find((m) => m.provenance?.kind === "subagent_announce");
+    expect(recorded?.provenance).toEqual({
+      kind: "subagent_announce",
+      sourceSessionKey: childKey,
+      sourceTool: "sessions_spawn",
+    });
+    expect((recorded!.content[0] as { text: string }).text).toBe(announce.body.text);
+    world.restore();
+  });
+
+  it("reports Status: error with the cause in Notes when the child's model fails", async () => {
+    const world = scriptedWorld(script(() => ({ status: 429, error: "Rate limit reached" })));
+    await requester("s2");
+    // All sub-agent runs use the scripted model through the global config route below.
+    const ack = (await (
+      await inbound(
+        "telegram",
+        msg("s2", `spawn:${JSON.stringify({ task: "fail please", model: "fake/m" })}`),
+      )
+    ).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const announce = await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "s2"),
+      10_000,
+    );
+    const text = String(announce.body.text);
+    expect(text.split("\n")[0]).toBe("Status: error");
+    expect(text).toMatch(/Notes: provider error 429.*Rate limit reached/);
+    world.restore();
+  });
+
+  it("reports the latest tool result when the child's final reply is empty", async () => {
+    const world = scriptedWorld(
+      script((req) => {
+        if (req.system.includes("This is the announce step")) return { text: "" };
+        if (req.lastRole === "tool") return { text: "" };
+        return { tool: "current_time", args: {} };
+      }),
+    );
+    await requester("s3");
+    const ack = (await (
+      await inbound(
+        "telegram",
+        msg("s3", `spawn:${JSON.stringify({ task: "what time is it", model: "fake/m" })}`),
+      )
+    ).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const announce = await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "s3"),
+      10_000,
+    );
+    expect(String(announce.body.text)).toMatch(/^Status: ok\nResult: \{"iso":"/);
+    world.restore();
+  });
+});
+
+describe("sessions_spawn refusals", () => {
+  const config = parseConfig(
+    JSON.stringify({
+      agents: {
+        list: [
+          { id: "main", default: true, subagents: { allowAgents: ["research"] } },
+          { id: "research" },
+          { id: "ops" },
+        ],
+      },
+    }),
+  );
+  const ctx = (sessionKey: string): ToolContext => ({
+    caller: { sessionKey, agentId: "main", trigger: "http" },
+    toolCallId: crypto.randomUUID(),
+    config,
+    env,
+  });
+  void createExecutionContext;
+
+  it("forbids spawning from a sub-agent session", async () => {
+    const result = await sessionsSpawnTool.execute({ task: "x" }, ctx("agent:main:subagent:0000"));
+    expect(result).toEqual({
+      status: "forbidden",
+      error: expect.stringContaining("sub-agent sessions may not call sessions_spawn"),
+    });
+  });
+
+  it("forbids an agent that allowAgents does not list, naming the allowed ids", async () => {
+    const result = await sessionsSpawnTool.execute({ task: "x", agentId: "ops" }, ctx("agent:main:main"));
+    expect(result).toEqual({
+      status: "forbidden",
+      error: 'agent "ops" is not allowed by agents.list[main].subagents.allowAgents; allowed: main, research',
+    });
+  });
+
+  it("refuses an invalid model and creates nothing", async () => {
+    const before = await rpc<{ count: number }>("sessions.list", { archived: "all", limit: 200 });
+    const result = await sessionsSpawnTool.execute({ task: "x", model: "nope/none" }, ctx("agent:main:main"));
+    expect(result).toEqual({ status: "error", error: expect.stringContaining('unknown model "nope/none"') });
+    const after = await rpc<{ count: number }>("sessions.list", { archived: "all", limit: 200 });
+    expect(after.payload.count).toBe(before.payload.count);
+  });
+
+  it("allows its own agent and an allowed one", async () => {
+    for (const agentId of ["main", "research"]) {
+      const result = (await sessionsSpawnTool.execute({ task: "noop", agentId }, ctx("agent:main:main"))) as {
+        status: string;
+        childSessionKey: string;
+      };
+      expect(result.status).toBe("accepted");
+      expect(result.childSessionKey.startsWith(`agent:${agentId}:subagent:`)).toBe(true);
+    }
+  });
+});

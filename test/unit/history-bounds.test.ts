@@ -1,0 +1,188 @@
+import { describe, expect, it } from "vitest";
+import type { TranscriptMessage } from "../../src/session/transcript";
+import {
+  boundHistory,
+  MAX_HISTORY_BYTES,
+  MAX_TEXT_CHARS,
+  redactSecrets,
+  sanitizeMessages,
+} from "../../src/tools/sessions-history";
+
+function text(id: string, body: string, seq = 1): TranscriptMessage {
+  return { id, seq, role: "user", content: [{ type: "text", text: body }], timestamp: 1_700_000_000_000 };
+}
+
+/** The first content part of a message, typed loosely for assertions. */
+function firstPart(message: TranscriptMessage | undefined): { text?: string; arguments?: unknown } {
+  const part = message?.content[0];
+  if (!part) throw new Error("message has no content");
+  return part as { text?: string; arguments?: unknown };
+}
+
+const bytesOf = (value: unknown) => new TextEncoder().encode(JSON.stringify(value)).length;
+
+describe("redactSecrets", () => {
+  const cases: Array<[string, string]> = [
+    ["OpenAI key", "key is sk-proj-abcdefghijklmnopqrstuvwx1234 ok"],
+    ["legacy OpenAI key", "sk-abcdefghijklmnopqrstuvwxyz012345"],
+    ["Anthropic key", "use sk-ant-api03-AbCdEf0123456789_-xyz please"],
+    ["AWS access key id", "AKIAIOSFODNN7EXAMPLE"],
+    ["GitHub token", "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
+    ["GitHub fine-grained token", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop"],
+    ["Slack bot token", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp"],
+    ["Slack user token", "xoxp-123456789012-abcdef"],
+    ["bearer token", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig"],
+  ];
+  for (const [name, input] of cases) {
+    it(`redacts a ${name}`, () => {
+      const out = redactSecrets(input);
+      expect(out.redacted).toBe(true);
+      expect(out.text).toContain("[REDACTED]");
+      const secret = input.match(/(sk-\S+|AKIA\S+|ghp_\S+|github_pat_\S+|xox\S+|eyJ\S+)/)?.[1] ?? "";
+      expect(secret).not.toBe("");
+      expect(out.text).not.toContain(secret);
+    });
+  }
+
+  it("keeps the word Bearer and redacts only the token", () => {
+    expect(redactSecrets("Authorization: Bearer abcdefgh12345678").text).toBe(
+      "Authorization: Bearer [REDACTED]",
+    );
+  });
+
+  it("redacts a whole PEM private key block, also one cut off before its END line", () => {
+    const pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----";
+    expect(redactSecrets(`before\n${pem}\nafter`)).toEqual({
+      text: "before\n[REDACTED PRIVATE KEY]\nafter",
+      redacted: true,
+    });
+    expect(redactSecrets("x -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq")).toEqual({
+      text: "x [REDACTED PRIVATE KEY]",
+      redacted: true,
+    });
+  });
+
+  it("leaves ordinary text alone", () => {
+    const plain = "ask-me about task-force sk-8 and a bearer of news; AKIA is not a key";
+    expect(redactSecrets(plain)).toEqual({ text: plain, redacted: false });
+  });
+});
+
+describe("boundHistory", () => {
+  it("returns small pages unchanged, with every flag false", () => {
+    const messages = [text("a", "hello", 1), text("b", "world", 2)];
+    expect(boundHistory(messages)).toEqual({
+      messages,
+      truncated: false,
+      droppedMessages: 0,
+      contentTruncated: false,
+      contentRedacted: false,
+      bytes: bytesOf(messages),
+    });
+  });
+
+  it(`cuts text parts at ${MAX_TEXT_CHARS} characters with a marker`, () => {
+    const long = "x".repeat(MAX_TEXT_CHARS + 123);
+    const out = boundHistory([text("a", long)]);
+    const part = firstPart(out.messages[0]);
+    expect(part.text).toBe(`${"x".repeat(MAX_TEXT_CHARS)}\n…[truncated: 123 more characters]`);
+    expect(out.contentTruncated).toBe(true);
+    expect(out.truncated).toBe(false);
+  });
+
+  it("does not cut text of exactly the limit", () => {
+    const out = boundHistory([text("a", "y".repeat(MAX_TEXT_CHARS))]);
+    expect(out.contentTruncated).toBe(false);
+  });
+
+  it("redacts before cutting, so a secret at the cut is never half shown", () => {
+    const secret = "sk-ant-api03-0123456789abcdefghij";
+    const body = `${"x".repeat(MAX_TEXT_CHARS - 20)} ${secret}`;
+    expect(body.length).toBeGreaterThan(MAX_TEXT_CHARS);
+    const out = boundHistory([text("a", body)]);
+    const part = firstPart(out.messages[0]);
+    expect(part.text).not.toContain("sk-ant-api03");
+    expect(part.text).toContain("[REDACTED]");
+    expect(out.contentRedacted).toBe(true);
+  });
+
+  it("redacts and cuts string arguments of tool calls", () => {
+    const call: TranscriptMessage = {
+      id: "c",
+      seq: 1,
+      role: "assistant",
+      content: [
+        {
+          type: "toolCall",
+          id: "call-1",
+          name: "sessions_send",
+          arguments: {
+            message: "my key is AKIAIOSFODNN7EXAMPLE",
+            nested: ["z".repeat(MAX_TEXT_CHARS + 1)],
+            n: 3,
+          },
+        },
+      ],
+      timestamp: 1,
+    };
+    const out = boundHistory([call]);
+    const part = firstPart(out.messages[0]) as {
+      arguments: { message: string; nested: string[]; n: number };
+    };
+    expect(part.arguments.message).toBe("my key is [REDACTED]");
+    expect(part.arguments.nested[0]).toMatch(/…\[truncated: 1 more characters\]$/);
+    expect(part.arguments.n).toBe(3);
+    expect(out).toMatchObject({ contentRedacted: true, contentTruncated: true });
+  });
+
+  it(`keeps the result within ${MAX_HISTORY_BYTES / 1024} KB by dropping the oldest messages first`, () => {
+    const messages = Array.from({ length: 60 }, (_, i) => text(`m${i + 1}`, "w".repeat(3000), i + 1));
+    const out = boundHistory(messages);
+    expect(out.truncated).toBe(true);
+    expect(out.droppedMessages).toBeGreaterThan(0);
+    expect(out.messages.length + out.droppedMessages).toBe(60);
+    // The newest messages are the ones kept, in order.
+    expect(out.messages.map((m) => m.id)).toEqual(messages.slice(out.droppedMessages).map((m) => m.id));
+    expect(out.bytes).toBe(bytesOf(out.messages));
+    const result = {
+      sessionKey: "main",
+      sessionId: crypto.randomUUID(),
+      hasMore: true,
+      nextBefore: 99,
+      ...out,
+    };
+    expect(bytesOf(result)).toBeLessThanOrEqual(MAX_HISTORY_BYTES);
+    // Dropping one message fewer would not have fitted.
+    expect(bytesOf(messages.slice(out.droppedMessages - 1))).toBeGreaterThan(MAX_HISTORY_BYTES - 1024);
+  });
+
+  it("counts bytes as UTF-8, so multi-byte text is bounded too", () => {
+    const messages = Array.from({ length: 20 }, (_, i) => text(`u${i}`, "ü".repeat(2500), i + 1));
+    const out = boundHistory(messages);
+    expect(out.truncated).toBe(true);
+    expect(out.bytes).toBe(bytesOf(out.messages));
+    expect(out.bytes).toBeLessThanOrEqual(MAX_HISTORY_BYTES);
+  });
+
+  it("honours other limits", () => {
+    const out = boundHistory([text("a", "abcdef", 1), text("b", "ghijkl", 2)], {
+      maxChars: 3,
+      maxBytes: 1024 + 150,
+    });
+    expect(out.messages.map((m) => m.id)).toEqual(["b"]);
+    expect(firstPart(out.messages[0]).text).toBe("ghi\n…[truncated: 3 more characters]");
+  });
+});
+
+describe("sanitizeMessages", () => {
+  it("redacts and cuts, but never drops messages", () => {
+    const messages = Array.from({ length: 40 }, (_, i) =>
+      text(`s${i}`, `Bearer abcdefgh1234 ${"q".repeat(5000)}`, i),
+    );
+    const out = sanitizeMessages(messages);
+    expect(out).toHaveLength(40);
+    const first = firstPart(out[0]).text ?? "";
+    expect(first.startsWith("Bearer [REDACTED] ")).toBe(true);
+    expect(first).toMatch(/…\[truncated: \d+ more characters\]$/);
+  });
+});

@@ -12,7 +12,10 @@ const stale =
   statSync("package-lock.json").mtimeMs > statSync(stamp).mtimeMs + 1000;
 
 if (stale) {
-  const cmd = process.env.CI ? "npm ci --no-audit --no-fund" : "npm install --no-audit --no-fund";
+  // `npm install` rather than `npm ci` even in CI: it follows package-lock.json all the same, and
+  // `npm ci` refuses this lock because biome's optional per-platform binaries for other platforms
+  // are not all resolvable from the registry this project installs from.
+  const cmd = "npm install --no-audit --no-fund";
   console.log(`[switchboard] installing dependencies: ${cmd}`);
   execSync(cmd, { stdio: "inherit" });
 }

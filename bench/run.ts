@@ -11,6 +11,12 @@
  *  5. sessions.list (limit 50) p50 with ~1,000 and with 100,000 sessions in the index.
  *  6. chat.history (limit 50) newest and deep page on a 100,000- vs a 100-message transcript.
  *  7. A turn (`agent` + `agent.wait`) on the 100,000-message session vs a fresh session.
+ *  8. sessions_send (wait mode, echo model) round trip via POST /tools/invoke vs a plain
+ *     `agent` + `agent.wait` on the same target session (interleaved, same count).
+ *  9. sessions_list (limit 50) via POST /tools/invoke p50 at ~1,000 and at 100,000 sessions for
+ *     visibility `all`, `agent` and `tree`. Visibility is config, so the gateway is restarted on the
+ *     same persistence directory with another SWITCHBOARD_CONFIG between levels (1k: all → agent →
+ *     tree; phases 5-7 then run on `tree`, the default; 100k: tree → agent → all).
  *
  * Large data is seeded with bulk SQL (`wrangler d1 execute --local` on the same persistence
  * directory, recursive CTEs generating rows inside SQLite); every measured request goes through
@@ -69,6 +75,9 @@ const N = {
   historyRounds: 100,
   turnWarmup: 3,
   turns: 20,
+  sendWarmup: 3,
+  sends: 30,
+  treeChildren: 60,
   bigSessions: 100_000,
   bigMessages: 100_000,
   smallMessages: 100,
@@ -81,7 +90,14 @@ const CAP_MS = {
   list: 30_000,
   history: 60_000,
   turns: 90_000,
+  sends: 120_000,
 };
+
+/** Sessions of phase 8 (and the acting session of phase 9, whose tree children are seeded). */
+const SEND_TARGET = "agent:main:bench:group:a";
+const REQUESTER = "agent:main:bench:group:b";
+
+type Visibility = "tree" | "agent" | "all";
 
 const started = performance.now();
 function log(msg: string): void {
@@ -370,10 +386,68 @@ const rows: Row[] = [];
 const bars: { name: string; rule: string; actual: string; pass: boolean }[] = [];
 const problems: string[] = [];
 let revision = "unknown revision";
+let sendVsTurn = "";
 
 function row(id: string, measure: string, value: string, detail = ""): void {
   rows.push({ id, measure, value, detail });
   log(`${measure}: ${value}${detail ? ` (${detail})` : ""}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gateway config (visibility varies for phase 9) and restarts on the same persistence directory
+
+function gatewayConfig(visibility: Visibility): Record<string, unknown> {
+  return {
+    session: {
+      dmScope: "per-channel-peer",
+      queue: { cap: QUEUE_CAP },
+      // No ping-pong follow-up runs after sessions_send, so they do not pollute the timing.
+      agentToAgent: { maxPingPongTurns: 0 },
+    },
+    connectors: { telegram: { deliverUrl: connector?.url ?? "", secretEnv: "CONNECTOR_SECRET" } },
+    gateway: { tools: { allow: ["sessions_send"] } },
+    tools: { sessions: { visibility }, agentToAgent: { enabled: visibility === "all" } },
+  };
+}
+
+let startServer: typeof import("../scripts/lib/local-server.ts").startLocalServer | undefined;
+let currentVisibility: Visibility = "all";
+
+async function startGateway(visibility: Visibility): Promise<void> {
+  if (!startServer) throw new Error("launcher not loaded");
+  server = await startServer({
+    persistTo,
+    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
+    config: gatewayConfig(visibility),
+  });
+  currentVisibility = visibility;
+  log(`gateway on ${server.url} (pid ${server.pid}), tools.sessions.visibility "${visibility}"`);
+}
+
+async function restartGateway(visibility: Visibility): Promise<void> {
+  const s = server;
+  server = undefined;
+  if (s) {
+    log(`restarting the gateway (pid ${s.pid}) with visibility "${visibility}"`);
+    await s.stop();
+  }
+  await startGateway(visibility);
+}
+
+async function toolsInvoke<T>(body: unknown): Promise<{ ms: number; result: T }> {
+  const t0 = performance.now();
+  const res = await fetch(`${gw().url}/tools/invoke`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+  const text = await res.text();
+  const elapsed = performance.now() - t0;
+  const parsed = JSON.parse(text) as { ok: boolean; result?: T };
+  if (!res.ok || !parsed.ok || parsed.result === undefined) {
+    throw new Error(`/tools/invoke → ${res.status}: ${text.slice(0, 500)}`);
+  }
+  return { ms: elapsed, result: parsed.result };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -740,6 +814,106 @@ async function phaseTurns(big: string, fresh: string): Promise<{ bigP50: number;
   return { bigP50, freshP50 };
 }
 
+interface SendResult {
+  status?: string;
+  reply?: string;
+  error?: string;
+}
+
+async function phaseSend(): Promise<{ sendP50: number; turnP50: number }> {
+  log("phase 8: creating the sessions_send target and requester sessions through the API");
+  await turn(SEND_TARGET, "hello target");
+  await turn(REQUESTER, "hello requester");
+  const send = async () => {
+    const r = await toolsInvoke<SendResult>({
+      tool: "sessions_send",
+      args: { sessionKey: SEND_TARGET, message: "ping", timeoutSeconds: 30 },
+      sessionKey: REQUESTER,
+    });
+    if (r.result.status !== "ok") {
+      throw new Error(`sessions_send: ${r.result.status} ${r.result.error ?? ""}`);
+    }
+    return r.ms;
+  };
+  log(`phase 8: ${N.sends} sessions_send (wait) round trips vs ${N.sends} agent + agent.wait (interleaved)`);
+  for (let i = 0; i < N.sendWarmup; i++) {
+    await send();
+    await turn(SEND_TARGET, `warm-up ${i}`);
+  }
+  const sendMs: number[] = [];
+  const turnMs: number[] = [];
+  const deadline = performance.now() + CAP_MS.sends;
+  for (let i = 0; i < N.sends && performance.now() < deadline; i++) {
+    if (i % 2 === 0) {
+      sendMs.push(await send());
+      turnMs.push((await turn(SEND_TARGET, `turn ${i}`)).ms);
+    } else {
+      turnMs.push((await turn(SEND_TARGET, `turn ${i}`)).ms);
+      sendMs.push(await send());
+    }
+  }
+  const sendP50 = percentile(sendMs, 50);
+  const turnP50 = percentile(turnMs, 50);
+  row(
+    "8",
+    "sessions_send (wait, echo) round trip p50 via /tools/invoke",
+    ms(sendP50),
+    `p99 ${ms(percentile(sendMs, 99))}; n=${sendMs.length}; ${REQUESTER} → ${SEND_TARGET}, maxPingPongTurns 0`,
+  );
+  row(
+    "8",
+    "agent + agent.wait round trip p50 (same target, same run)",
+    ms(turnP50),
+    `p99 ${ms(percentile(turnMs, 99))}; n=${turnMs.length}`,
+  );
+  return { sendP50, turnP50 };
+}
+
+/** Bulk-adds `count` sessions spawned by `parent` (so `tree` visibility lists rows for it). */
+async function seedChildren(parent: string, count: number): Promise<void> {
+  const now = Date.now();
+  const sid = "printf('c41d0000-0000-4000-8000-%012d', i)";
+  const key = "'agent:main:subagent:bench-child-' || i";
+  const at = `${now - 1_800_000} - i * 1000`;
+  await d1(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
+INSERT INTO sessions (key, agent_id, session_id, kind, chat_type, display_name, created_at, updated_at,
+  session_started_at, last_interaction_at, model, context_tokens, input_tokens, output_tokens, total_tokens,
+  system_sent, spawned_by, run_status)
+SELECT ${key}, 'main', ${sid}, 'other', 'direct', 'Child ' || i, ${at}, ${at}, ${at}, ${at},
+  'echo/echo', 32000, 20, 20, 40, 1, ${sqlText(parent)}, 'idle'
+FROM n;
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
+INSERT INTO transcripts (session_id, session_key, created_at) SELECT ${sid}, ${key}, ${at} FROM n;`);
+}
+
+/** sessions_list (limit 50) via /tools/invoke as REQUESTER, at the gateway's current visibility. */
+async function measureToolList(label: string, sessionCount: number): Promise<number> {
+  const visibility = currentVisibility;
+  log(`phase 9: sessions_list via /tools/invoke, visibility ${visibility}, ${int(sessionCount)} sessions`);
+  const samples: number[] = [];
+  let bad = 0;
+  const one = async (record: boolean) => {
+    const r = await toolsInvoke<{ count: number }>({
+      tool: "sessions_list",
+      args: { limit: 50 },
+      sessionKey: REQUESTER,
+    });
+    if (r.result.count !== 50) bad++;
+    if (record) samples.push(r.ms);
+  };
+  await pool(N.listWarmup, 1, performance.now() + CAP_MS.list, () => one(false));
+  await pool(N.list, 1, performance.now() + CAP_MS.list, () => one(true));
+  const p50 = percentile(samples, 50);
+  row(
+    "9",
+    `sessions_list via /tools/invoke (limit 50) p50, visibility ${visibility}, ${label}`,
+    ms(p50),
+    `${int(sessionCount)} sessions in the index; p99 ${ms(percentile(samples, 99))}; n=${samples.length}`,
+  );
+  if (bad) problems.push(`sessions_list (${visibility}, ${label}): ${bad} pages with fewer than 50 rows`);
+  return p50;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Main
 
@@ -751,22 +925,25 @@ async function main(): Promise<void> {
   )) as typeof import("../scripts/lib/local-server.ts");
   connector = await startConnector();
   log(`fake connector on ${connector.url}; starting wrangler dev (persist ${persistTo})`);
-  server = await startLocalServer({
-    persistTo,
-    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
-    config: {
-      session: { dmScope: "per-channel-peer", queue: { cap: QUEUE_CAP } },
-      connectors: { telegram: { deliverUrl: connector.url, secretEnv: "CONNECTOR_SECRET" } },
-    },
-  });
-  log(`gateway on ${server.url} (pid ${server.pid})`);
+  startServer = startLocalServer;
+  await startGateway("all");
 
   const healthzRps = await phaseHealthz();
   const { ackRps } = await phaseInbound();
   await phaseOrder();
+  const send = await phaseSend();
+  log(`seeding ${N.treeChildren} sessions spawned by ${REQUESTER} (bulk SQL)`);
+  await seedChildren(REQUESTER, N.treeChildren);
 
   const count1k = await d1Number("SELECT COUNT(*) AS n FROM sessions;");
   const list1k = await measureList("~1k sessions", count1k);
+  const toolList1k = {} as Record<Visibility, number>;
+  const toolList100k = {} as Record<Visibility, number>;
+  toolList1k.all = await measureToolList("~1k sessions", count1k);
+  await restartGateway("agent");
+  toolList1k.agent = await measureToolList("~1k sessions", count1k);
+  await restartGateway("tree");
+  toolList1k.tree = await measureToolList("~1k sessions", count1k);
 
   log("creating the two transcript sessions through the API");
   const bigKey = "agent:main:bench-big";
@@ -796,6 +973,11 @@ async function main(): Promise<void> {
   const list100k = await measureList("100k sessions", count100k);
   const history = await phaseHistory(bigKey, smallKey);
   const turns = await phaseTurns(bigKey, "agent:main:bench-fresh");
+  toolList100k.tree = await measureToolList("100k sessions", count100k);
+  await restartGateway("agent");
+  toolList100k.agent = await measureToolList("100k sessions", count100k);
+  await restartGateway("all");
+  toolList100k.all = await measureToolList("100k sessions", count100k);
 
   // Appends after the bulk seed continue above it (MAX(seq) + 1).
   const tail = await rpc<HistoryPayload>("chat.history", { sessionKey: bigKey, limit: 1 });
@@ -827,6 +1009,18 @@ async function main(): Promise<void> {
     pass: turns.bigP50 <= Math.max(1.5 * turns.freshP50, turns.freshP50 + 5),
   });
 
+  for (const v of ["tree", "agent", "all"] as const) {
+    const big = toolList100k[v];
+    const small = toolList1k[v];
+    bars.push({
+      name: `sessions_list via /tools/invoke p50 at 100k ≤ 1.5× at 1k (visibility ${v})`,
+      rule: "p50(100k) ÷ p50(1k) ≤ 1.5",
+      actual: `${(big / small).toFixed(2)}× (${ms(big)} vs ${ms(small)})`,
+      pass: big <= 1.5 * small,
+    });
+  }
+  sendVsTurn = `sessions_send (wait) round trip p50 ${ms(send.sendP50)} vs agent + agent.wait p50 ${ms(send.turnP50)}: ${(send.sendP50 / send.turnP50).toFixed(2)}×, ${send.sendP50 >= send.turnP50 ? "+" : ""}${(send.sendP50 - send.turnP50).toFixed(1)} ms`;
+
   const c = connector;
   if (c.duplicates) problems.push(`fake connector received ${c.duplicates} duplicate deliveries`);
   if (c.badSignatures) problems.push(`fake connector received ${c.badSignatures} badly signed deliveries`);
@@ -837,7 +1031,7 @@ function printReport(totalS: number): void {
   out.push("## Switchboard bench");
   out.push("");
   out.push(
-    `Local \`wrangler dev\` on 127.0.0.1, echo model, config \`session: { dmScope: "per-channel-peer", queue: { cap: ${QUEUE_CAP} } }\` + a fake \`telegram\` connector; sources ${revision} (snapshot); ${process.platform}/${process.arch}, ${os.cpus().length} CPUs, Node ${process.version}, ${new Date().toISOString()}`,
+    `Local \`wrangler dev\` on 127.0.0.1, echo model, config \`session: { dmScope: "per-channel-peer", queue: { cap: ${QUEUE_CAP} }, agentToAgent: { maxPingPongTurns: 0 } }, gateway: { tools: { allow: ["sessions_send"] } }, tools: { sessions: { visibility } }\` (visibility \`all\` with \`tools.agentToAgent.enabled\` for phases 1-4 and 8, \`tree\` for 5-7, varied in 9) + a fake \`telegram\` connector; sources ${revision} (snapshot); ${process.platform}/${process.arch}, ${os.cpus().length} CPUs, Node ${process.version}, ${new Date().toISOString()}`,
   );
   out.push("");
   out.push("| # | Measure | Value | Detail |");
@@ -847,6 +1041,10 @@ function printReport(totalS: number): void {
   out.push("| Acceptance bar | Rule | Actual | Result |");
   out.push("|---|---|---|---|");
   for (const b of bars) out.push(`| ${b.name} | ${b.rule} | ${b.actual} | ${b.pass ? "PASS" : "FAIL"} |`);
+  if (sendVsTurn) {
+    out.push("");
+    out.push(sendVsTurn);
+  }
   out.push("");
   out.push(`Total bench time: ${totalS.toFixed(1)} s`);
   if (problems.length) {

@@ -9,7 +9,7 @@ import { z } from "zod";
 import { stableUuid } from "../auth/signature";
 import { getSession } from "../db/queries";
 import { agentMainKey, normalizeAgentId, toToolKey } from "../keys/session-key";
-import type { EnqueueRequest, EntryInit } from "../session/types";
+import type { EnqueueRequest, EntryInit, WaitResult } from "../session/types";
 import { findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
 import { defineTool, type ToolContext, toolError } from "./types";
 
@@ -100,53 +100,59 @@ export const sessionsSendTool = defineTool({
       },
     };
     const stub = env.SESSION_ACTOR.getByName(row.key);
-    const queued = await stub.enqueue(req);
-    if (!queued.ok) return toolError(`could not send to ${display}: ${queued.message}`);
-
     const timeoutSeconds = args.timeoutSeconds ?? 30;
-    if (timeoutSeconds === 0) return { runId, status: "accepted", sessionKey: display };
-    if (self) {
-      return {
-        runId,
-        status: "accepted",
-        sessionKey: display,
-        note: "the target is this session: its run starts after the current one, so this call does not wait",
-      };
-    }
-    if (queued.waitingOn?.includes(caller.sessionKey)) {
-      return {
-        runId,
-        status: "accepted",
-        sessionKey: display,
-        note: "the target session is itself waiting on this session; not waiting, to avoid a deadlock",
-      };
-    }
-    const release = ctx.onWait?.(row.key);
+    // Announce the wait before sending, so two sessions sending to each other at the same
+    // moment always see each other (at worst neither waits; never both).
+    const release = timeoutSeconds > 0 && !self ? ctx.onWait?.(row.key) : undefined;
     try {
-      const result = await stub.waitForRun(row.key, runId, Math.round(timeoutSeconds * 1000));
-      if ("ok" in result) return toolError(result.message);
-      if (result.status === "ok")
-        return { runId, status: "ok", reply: result.reply ?? "", sessionKey: display };
-      if (result.status === "timeout" && result.runStatus !== "timeout") {
+      const queued = await stub.enqueue(req);
+      if (!queued.ok) return toolError(`could not send to ${display}: ${queued.message}`);
+      if (timeoutSeconds === 0) return { runId, status: "accepted", sessionKey: display };
+      if (self) {
         return {
           runId,
-          status: "timeout",
-          error: `no reply within ${timeoutSeconds}s; the run continues — read it later with sessions_history`,
-          runStatus: result.runStatus,
+          status: "accepted",
           sessionKey: display,
+          note: "the target is this session: its run starts after the current one, so this call does not wait",
         };
       }
-      return {
-        runId,
-        status: "error",
-        error: result.error ?? `run ended with status ${result.runStatus}`,
-        sessionKey: display,
-      };
+      if (queued.waitingOn?.includes(caller.sessionKey)) {
+        return {
+          runId,
+          status: "accepted",
+          sessionKey: display,
+          note: "the target session is itself waiting on this session; not waiting, to avoid a deadlock",
+        };
+      }
+      const result = await stub.waitForRun(row.key, runId, Math.round(timeoutSeconds * 1000));
+      if ("ok" in result) return toolError(result.message);
+      return waitAnswer(result, display, timeoutSeconds);
     } finally {
       release?.();
     }
   },
 });
+
+/** The tool's answer for a finished (or timed-out) wait (SPEC §6). */
+function waitAnswer(result: WaitResult, sessionKey: string, timeoutSeconds: number) {
+  const { runId } = result;
+  if (result.status === "ok") return { runId, status: "ok", reply: result.reply ?? "", sessionKey };
+  if (result.status === "timeout" && result.runStatus !== "timeout") {
+    return {
+      runId,
+      status: "timeout",
+      error: `no reply within ${timeoutSeconds}s; the run continues — read it later with sessions_history`,
+      runStatus: result.runStatus,
+      sessionKey,
+    };
+  }
+  return {
+    runId,
+    status: "error",
+    error: result.error ?? `run ended with status ${result.runStatus}`,
+    sessionKey,
+  };
+}
 
 function initFor(row: {
   agentId: string;

@@ -14,10 +14,11 @@ export interface ModelRequest {
   messages: Array<{ role: string; content: unknown }>;
 }
 
+/** `delayMs` answers only after that many milliseconds (a slow model). */
 export type ModelAnswer =
-  | { text: string }
-  | { tool: string; args: unknown }
-  | { status: number; error: string };
+  | { text: string; delayMs?: number }
+  | { tool: string; args: unknown; delayMs?: number }
+  | { status: number; error: string; delayMs?: number };
 
 /** Config pieces that route a session's runs to the scripted model. */
 export const SCRIPTED_MODEL_CONFIG = {
@@ -67,6 +68,7 @@ export function scriptedWorld(answer: (req: ModelRequest) => ModelAnswer) {
     };
     requests.push(req);
     const a = answer(req);
+    if (a.delayMs) await new Promise((r) => setTimeout(r, a.delayMs));
     if ("status" in a)
       return new Response(JSON.stringify({ error: { message: a.error } }), { status: a.status });
     const message =

@@ -139,6 +139,29 @@ describe("sessions_send", () => {
     world.restore();
   });
 
+  it("returns timeout when the target is slow, and the reply is still announced later", {
+    timeout: 15_000,
+  }, async () => {
+    const world = scriptedWorld((req) => {
+      if (req.lastUser === "take your time") return { text: "finally done", delayMs: 1500 };
+      return agentScript({ announce: "B: the slow job finished" })(req);
+    });
+    await setup(["a7", "b7"], { session: { agentToAgent: { maxPingPongTurns: 0 } } });
+    const send = JSON.stringify({ sessionKey: group("b7"), message: "take your time", timeoutSeconds: 0.5 });
+    const ack = (await (await inbound("telegram", msg("a7", `send:${send}`))).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const result = (await history(group("a7"))).find((m) => m.toolName === "sessions_send");
+    const parsed = JSON.parse((result!.content[0] as { text: string }).text);
+    expect(parsed).toMatchObject({ status: "timeout", runStatus: "running", sessionKey: group("b7") });
+    expect(parsed.error).toMatch(/no reply within 0.5s; the run continues/);
+    const announce = await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "b7"),
+      10_000,
+    );
+    expect(announce.body.text).toBe("B: the slow job finished");
+    world.restore();
+  });
+
   it("returns error quoting the provider's 429 when the target's model fails, not timeout", async () => {
     const world = scriptedWorld((req) => {
       if (req.lastUser === "doomed") return { status: 429, error: "Rate limit reached for requests" };
@@ -173,6 +196,76 @@ describe("sessions_send", () => {
     expect(
       (await history(group("c5"))).some((m) => (m.content[0] as { text: string }).text === "too far"),
     ).toBe(false);
+    world.restore();
+  });
+
+  it("stops three sessions that keep relaying to each other at maxHops, with a clear error", {
+    timeout: 15_000,
+  }, async () => {
+    const next: Record<string, string> = {
+      [group("a8")]: group("b8"),
+      [group("b8")]: group("c8"),
+      [group("c8")]: group("a8"),
+    };
+    const world = scriptedWorld((req) => {
+      const self = /- session key: (\S+)/.exec(req.system)?.[1] ?? "";
+      if (req.lastRole === "tool") return { text: `relayed: ${req.lastTool}` };
+      if (req.lastUser.startsWith("relay")) {
+        return {
+          tool: "sessions_send",
+          args: { sessionKey: next[self], message: "relay", timeoutSeconds: 0 },
+        };
+      }
+      return agentScript({})(req);
+    });
+    await setup(["a8", "b8", "c8"], { session: { agentToAgent: { maxHops: 4, maxPingPongTurns: 0 } } });
+    const ack = (await (await inbound("telegram", msg("a8", "relay"))).json()) as { runId: string };
+    await waitRun(ack.runId);
+    // Hops 1 (A→B), 2 (B→C), 3 (C→A), 4 (A→B) are sent; B's next send would be hop 5.
+    const refusal = await eventually(async () => {
+      for (const id of ["a8", "b8", "c8"]) {
+        for (const m of await history(group(id))) {
+          if (m.role !== "toolResult" || m.toolName !== "sessions_send") continue;
+          const r = JSON.parse((m.content[0] as { text: string }).text) as { status: string; error?: string };
+          if (r.status === "error") return { id, error: r.error ?? "" };
+        }
+      }
+      return undefined;
+    }, 10_000);
+    expect(refusal.id).toBe("b8");
+    expect(refusal.error).toContain("hop 5");
+    expect(refusal.error).toContain("session.agentToAgent.maxHops (4)");
+    await new Promise((r) => setTimeout(r, 500));
+    const sends = world.requests.filter(
+      (r) => r.lastUser.startsWith("relay") && r.lastRole === "user",
+    ).length;
+    expect(sends).toBe(5);
+    world.restore();
+  });
+
+  it("does not deadlock when two sessions message each other at the same time", {
+    timeout: 15_000,
+  }, async () => {
+    const world = scriptedWorld(agentScript({}));
+    await setup(["a9", "b9"], { session: { agentToAgent: { maxPingPongTurns: 0 } } });
+    const toB = JSON.stringify({ sessionKey: group("b9"), message: "from a", timeoutSeconds: 8 });
+    const toA = JSON.stringify({ sessionKey: group("a9"), message: "from b", timeoutSeconds: 8 });
+    const started = Date.now();
+    const [ackA, ackB] = await Promise.all([
+      inbound("telegram", msg("a9", `send:${toB}`)).then((r) => r.json() as Promise<{ runId: string }>),
+      inbound("telegram", msg("b9", `send:${toA}`)).then((r) => r.json() as Promise<{ runId: string }>),
+    ]);
+    expect((await waitRun(ackA.runId)).status).toBe("ok");
+    expect((await waitRun(ackB.runId)).status).toBe("ok");
+    // Neither waited out its 8 s: a side that sees the other waiting on it does not wait.
+    expect(Date.now() - started).toBeLessThan(6000);
+    const statuses = [];
+    for (const id of ["a9", "b9"]) {
+      const m = (await history(group(id))).find((x) => x.toolName === "sessions_send");
+      statuses.push((JSON.parse((m!.content[0] as { text: string }).text) as { status: string }).status);
+    }
+    // At most one of them waited for the other; neither deadlocked.
+    for (const status of statuses) expect(["accepted", "ok"]).toContain(status);
     world.restore();
   });
 

@@ -1,0 +1,408 @@
+/**
+ * Session tools end to end (SPEC §6 sessions_send / sessions_spawn, §17 "Agent-to-agent"):
+ * a real `wrangler dev`, the real agent loop, and a model that decides from each request.
+ *
+ * The model (a small OpenAI-compatible server defined here, driven by the request rather than
+ * a script) calls `sessions_send` / `sessions_spawn` when the last user message is
+ * `send:{…}` / `spawn:{…}`, plays the reply-back rounds and the announce steps, and can hang
+ * on a chosen request so the gateway can be killed mid-flow.
+ *
+ * One gateway for the file; the restart test replaces it, so it runs last.
+ */
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type FakeConnector, startFakeConnector } from "./support/fake-connector.ts";
+import {
+  CONNECTOR_SECRET,
+  connectorConfig,
+  type Gateway,
+  sleep,
+  startGateway,
+  waitFor,
+} from "./support/gateway.ts";
+
+// ---------------------------------------------------------------------------------------------
+// A model that decides from the request
+
+interface SeenRequest {
+  system: string;
+  lastRole: string;
+  lastUser: string;
+  outcome: "pending" | "answered" | "client-closed";
+}
+
+type Answer = { text: string } | { tool: string; args: unknown };
+
+interface DecidingModel {
+  baseUrl: string;
+  requests: SeenRequest[];
+  /** The next request matching `match` hangs until released; resolves when it arrived. */
+  hangOn(match: (r: SeenRequest) => boolean): { started: Promise<SeenRequest>; release(): void };
+  close(): Promise<void>;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? "").join("");
+  return "";
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+const B_REPLY = "B says pong";
+const ANNOUNCE_TEXT = "B announces: the exchange is done";
+const SUBAGENT_RESULT = "the answer is 42";
+
+/** What every agent answers (SPEC §17 prompts decide the phase). */
+function decide(r: SeenRequest): Answer {
+  if (r.system.includes("## Sub-agent")) {
+    if (r.system.includes("This is the announce step")) return { text: SUBAGENT_RESULT };
+    return { text: "42" };
+  }
+  if (r.system.includes("This is the announce step")) return { text: ANNOUNCE_TEXT };
+  const round = /This is reply-back round (\d+)/.exec(r.system);
+  if (round) return { text: `round reply ${round[1]}` };
+  if (r.system.includes("The message below was sent by the requester session")) return { text: B_REPLY };
+  if (r.lastRole === "tool") return { text: "tool done" };
+  const call = /(send|spawn):(\{.*\})\s*$/s.exec(r.lastUser);
+  if (call) {
+    return {
+      tool: call[1] === "send" ? "sessions_send" : "sessions_spawn",
+      args: JSON.parse(call[2] ?? "{}"),
+    };
+  }
+  return { text: `answer to ${r.lastUser.slice(-40)}` };
+}
+
+function completion(answer: Answer, model: string, n: number) {
+  const toolCalls =
+    "tool" in answer
+      ? [
+          {
+            id: `call_${n}`,
+            type: "function",
+            function: { name: answer.tool, arguments: JSON.stringify(answer.args) },
+          },
+        ]
+      : undefined;
+  return {
+    id: `chatcmpl-deciding-${n}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: "text" in answer ? answer.text : null,
+          ...(toolCalls ? { tool_calls: toolCalls } : {}),
+        },
+        finish_reason: toolCalls ? "tool_calls" : "stop",
+      },
+    ],
+    usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
+  };
+}
+
+async function startDecidingModel(): Promise<DecidingModel> {
+  const requests: SeenRequest[] = [];
+  const hangs: Array<{
+    match: (r: SeenRequest) => boolean;
+    started: (r: SeenRequest) => void;
+    released: Promise<void>;
+  }> = [];
+  const releases: Array<() => void> = [];
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const raw = await readBody(req);
+    if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
+      return;
+    }
+    const parsed = JSON.parse(raw) as { model: string; messages: Array<{ role: string; content?: unknown }> };
+    const last = parsed.messages.at(-1);
+    const lastUser = [...parsed.messages].reverse().find((m) => m.role === "user");
+    const record: SeenRequest = {
+      system: parsed.messages
+        .filter((m) => m.role === "system")
+        .map((m) => textOf(m.content))
+        .join("\n"),
+      lastRole: last?.role ?? "",
+      lastUser: lastUser ? textOf(lastUser.content) : "",
+      outcome: "pending",
+    };
+    const n = requests.push(record);
+    res.on("close", () => {
+      if (record.outcome === "pending") record.outcome = "client-closed";
+    });
+    const hangAt = hangs.findIndex((h) => h.match(record));
+    if (hangAt >= 0) {
+      const [hang] = hangs.splice(hangAt, 1);
+      hang?.started(record);
+      await hang?.released;
+    }
+    if (res.destroyed || res.writableEnded) return;
+    record.outcome = "answered";
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify(completion(decide(record), parsed.model, n)));
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (res.headersSent) return;
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `deciding model failed: ${String(error)}` } }));
+    });
+  });
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    hangOn(match) {
+      let started!: (r: SeenRequest) => void;
+      let release!: () => void;
+      const startedP = new Promise<SeenRequest>((r) => {
+        started = r;
+      });
+      const released = new Promise<void>((r) => {
+        release = r;
+      });
+      releases.push(release);
+      hangs.push({ match, started, released });
+      return { started: startedP, release };
+    },
+    async close() {
+      for (const r of releases) r();
+      server.close();
+      server.closeAllConnections();
+      await once(server, "close");
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+interface TranscriptMessage {
+  role: string;
+  runId?: string;
+  toolName?: string;
+  content: Array<{ type: string; text?: string }>;
+  provenance?: Record<string, unknown>;
+}
+
+let gw: Gateway;
+let connector: FakeConnector;
+let model: DecidingModel;
+
+const groupKey = (id: string) => `agent:main:telegram:group:${id}`;
+const firstText = (m: TranscriptMessage) => m.content.find((p) => typeof p.text === "string")?.text ?? "";
+
+beforeAll(async () => {
+  [connector, model] = await Promise.all([startFakeConnector(CONNECTOR_SECRET), startDecidingModel()]);
+  gw = await startGateway({
+    config: {
+      connectors: connectorConfig(connector.url),
+      models: {
+        providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } },
+        retry: { attempts: 2, baseDelayMs: 50 },
+      },
+      agents: { defaults: { model: "fake/test-model" }, list: [{ id: "main", default: true }] },
+      tools: { sessions: { visibility: "agent" } },
+      session: { agentToAgent: { maxPingPongTurns: 2 } },
+    },
+  });
+});
+
+afterAll(async () => {
+  await gw?.dispose();
+  await Promise.all([connector?.close(), model?.close()]);
+});
+
+let messageSeq = 0;
+async function groupMessage(groupId: string, text: string) {
+  const ack = await gw.inbound("telegram", {
+    messageId: `st-${groupId}-${++messageSeq}`,
+    chatType: "group",
+    from: "700000001",
+    groupId,
+    text,
+  });
+  expect(ack.status, JSON.stringify(ack.body)).toBe(202);
+  expect(ack.body.sessionKey).toBe(groupKey(groupId));
+  return ack.body.runId as string;
+}
+
+async function waitRun(runId: string, timeoutMs = 30_000) {
+  return gw.call<{ status: string; runStatus: string }>("agent.wait", { runId, timeoutMs });
+}
+
+async function history(sessionKey: string): Promise<TranscriptMessage[]> {
+  const page = await gw.call<{ messages: TranscriptMessage[] }>("chat.history", {
+    sessionKey,
+    limit: 1000,
+    includeTools: true,
+  });
+  return page.messages;
+}
+
+/** Creates both group sessions with a plain first message. */
+async function setupGroups(...ids: string[]) {
+  for (const id of ids) {
+    const wait = await waitRun(await groupMessage(id, "hello"));
+    expect(wait.status).toBe("ok");
+  }
+}
+
+const roundTexts = (h: TranscriptMessage[]) =>
+  h
+    .filter((m) => m.role === "user" && firstText(m).startsWith("[reply from"))
+    .map((m) => firstText(m).split("\n")[1]);
+
+describe("sessions_send between two telegram groups", () => {
+  it("returns B's reply, records inter_session provenance, alternates reply-back rounds and announces to B", async () => {
+    const started = performance.now();
+    const [a, b] = ["st-a1", "st-b1"];
+    await setupGroups(a, b);
+    const send = JSON.stringify({ sessionKey: groupKey(b), message: "ping", timeoutSeconds: 10 });
+    const runId = await groupMessage(a, `send:${send}`);
+    expect((await waitRun(runId)).status).toBe("ok");
+
+    const aHistory = await history(groupKey(a));
+    const toolResult = aHistory.find((m) => m.role === "toolResult" && m.toolName === "sessions_send");
+    expect(toolResult, "A's sessions_send tool result").toBeDefined();
+    expect(JSON.parse(firstText(toolResult as TranscriptMessage))).toMatchObject({
+      status: "ok",
+      reply: B_REPLY,
+      sessionKey: groupKey(b),
+    });
+
+    const announce = await waitFor(() => connector.deliveriesFor({ kind: "announce", to: b })[0], 30_000, {
+      intervalMs: 100,
+      what: "the announce to B's group",
+    });
+    expect(announce.body).toMatchObject({
+      kind: "announce",
+      to: b,
+      sessionKey: groupKey(b),
+      text: ANNOUNCE_TEXT,
+    });
+    expect(announce.signatureCheck).toBe("ok");
+    console.log(`sessions_send flow: announce after ${(performance.now() - started).toFixed(0)} ms`);
+
+    const bHistory = await history(groupKey(b));
+    const ping = bHistory.find((m) => m.role === "user" && firstText(m) === "ping");
+    expect(ping?.provenance).toEqual({
+      kind: "inter_session",
+      sourceSessionKey: groupKey(a),
+      sourceChannel: "telegram",
+      sourceTool: "sessions_send",
+    });
+    // maxPingPongTurns 2: round 1 in A (carrying B's reply), round 2 in B (carrying A's round reply).
+    expect(roundTexts(await history(groupKey(a)))).toEqual([B_REPLY]);
+    expect(roundTexts(bHistory)).toEqual(["round reply 1"]);
+    // Only the announce reaches B's chat from this flow (B's own "hello" reply aside).
+    await sleep(1000);
+    expect(connector.deliveriesFor({ to: b }).filter((d) => d.body?.kind !== "reply")).toHaveLength(1);
+    expect(connector.deliveriesFor({ to: b, kind: "reply" })).toHaveLength(1);
+  });
+});
+
+describe("sessions_spawn from a telegram group", () => {
+  it("posts the normalized announcement to the requester's group", async () => {
+    const started = performance.now();
+    const a = "st-a3";
+    await setupGroups(a);
+    const runId = await groupMessage(a, `spawn:${JSON.stringify({ task: "compute 6*7" })}`);
+    expect((await waitRun(runId)).status).toBe("ok");
+    const tool = (await history(groupKey(a))).find((m) => m.toolName === "sessions_spawn");
+    const result = JSON.parse(firstText(tool as TranscriptMessage)) as {
+      status: string;
+      childSessionKey: string;
+    };
+    expect(result).toMatchObject({ status: "accepted", runId: expect.any(String) });
+    expect(result.childSessionKey).toMatch(/^agent:main:subagent:[0-9a-f-]{36}$/);
+
+    const announce = await waitFor(() => connector.deliveriesFor({ kind: "announce", to: a })[0], 30_000, {
+      intervalMs: 100,
+      what: "the sub-agent announcement to A's group",
+    });
+    console.log(`sessions_spawn: announcement after ${(performance.now() - started).toFixed(0)} ms`);
+    const text = announce.body?.text ?? "";
+    expect(text.startsWith(`Status: ok\nResult: ${SUBAGENT_RESULT}\n`), text).toBe(true);
+    const stats = text.split("\n").find((l) => l.startsWith("Stats: "));
+    expect(stats, text).toBeDefined();
+    expect(stats).toMatch(/^Stats: runtime \d+(m\d\d)?s • tokens \S+ \(in \S+ \/ out \S+\)/);
+    expect(stats).toContain(`sessionKey ${result.childSessionKey}`);
+    expect(stats).toMatch(/sessionId [0-9a-f-]{36}/);
+    expect(stats).toMatch(/transcript \S+/);
+    await sleep(1000);
+    expect(connector.deliveriesFor({ kind: "announce", to: a })).toHaveLength(1);
+  });
+});
+
+describe("a gateway killed mid-flow", () => {
+  it("resumes the reply-back rounds after a restart and announces exactly once", async () => {
+    const started = performance.now();
+    const [a, b] = ["st-a2", "st-b2"];
+    await setupGroups(a, b);
+    const hang = model.hangOn(
+      (r) => r.system.includes("This is reply-back round 1") && r.system.includes(groupKey(b)),
+    );
+    const send = JSON.stringify({ sessionKey: groupKey(b), message: "ping", timeoutSeconds: 10 });
+    const runId = await groupMessage(a, `send:${send}`);
+    expect((await waitRun(runId)).status).toBe("ok");
+
+    const hung = await Promise.race([
+      hang.started,
+      sleep(30_000).then(() => {
+        throw new Error("the model never got the first reply-back round");
+      }),
+    ]);
+    expect(hung.system).toContain(`- session key: ${groupKey(a)}`);
+
+    const { persistTo, options } = gw;
+    await gw.stop("SIGKILL");
+    gw = await startGateway({ ...options, persistTo });
+    hang.release();
+
+    const announce = await waitFor(() => connector.deliveriesFor({ kind: "announce", to: b })[0], 45_000, {
+      intervalMs: 100,
+      what: "the announce to B's group after the restart",
+    });
+    expect(announce.body).toMatchObject({ sessionKey: groupKey(b), text: ANNOUNCE_TEXT });
+    console.log(`restart mid-flow: announce after ${(performance.now() - started).toFixed(0)} ms`);
+    expect(hung.outcome).toBe("client-closed");
+
+    // The killed round was run again by the new gateway, once.
+    const round1 = model.requests.filter(
+      (r) => r.system.includes("This is reply-back round 1") && r.system.includes(groupKey(b)),
+    );
+    expect(round1.map((r) => r.outcome)).toEqual(["client-closed", "answered"]);
+
+    // Bounded check that nothing is delivered twice.
+    await sleep(3000);
+    expect(connector.deliveriesFor({ kind: "announce", to: b })).toHaveLength(1);
+    expect(connector.attemptsFor({ kind: "announce", to: b })).toHaveLength(1);
+    // Each round ran to completion once in the transcripts.
+    expect(roundTexts(await history(groupKey(a)))).toEqual([B_REPLY]);
+    expect(roundTexts(await history(groupKey(b)))).toEqual(["round reply 1"]);
+    expect(
+      model.requests.filter(
+        (r) =>
+          r.system.includes("This is the announce step") &&
+          r.system.includes(groupKey(b)) &&
+          r.outcome === "answered",
+      ),
+    ).toHaveLength(1);
+  });
+});

@@ -101,6 +101,12 @@ interface RunProgress {
   delivery?: { delivered: boolean | null };
   /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
   continued?: boolean;
+  /**
+   * How many of `loop.produced` are known to be stored in D1. The final reply (an assistant
+   * message without tool calls) is checkpointed but stored with the finalize batch instead of
+   * on its own round trip.
+   */
+  stored?: number;
 }
 
 interface OutboxRow {
@@ -809,7 +815,12 @@ export class SessionActor extends DurableObject<Env> {
         persist: async (cp, appended) => {
           progress.loop = cp;
           save();
+          const final =
+            appended.length === 1 && appended[0]?.role === "assistant" && !hasToolCall(appended[0]);
+          if (final) return; // stored by the finalize batch, one round trip later
           await writeBatch(env, appendMessageStatements(env, spec.sessionId, appended));
+          progress.stored = cp.produced.length;
+          save();
         },
       });
       return { runId, status: "ok", startedAt, endedAt: Date.now(), reply: result.reply };
@@ -936,8 +947,9 @@ export class SessionActor extends DurableObject<Env> {
           ? this.deliveryPayload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
           : undefined;
       const delivered = out && route && !payload ? false : null;
-      // One round trip: the delivery's outbox row, the run's outcome, the entry's counters.
+      // One round trip: the final reply, the delivery's outbox row, the run's outcome, the entry.
       await writeBatch(env, [
+        ...appendMessageStatements(env, spec.sessionId, progress.loop.produced.slice(progress.stored ?? 0)),
         ...(payload ? [insertDeliveryStatement(env, deliveryRow(payload))] : []),
         updateRunStatement(env, row.run_id, {
           status: outcome.status,
@@ -1261,6 +1273,10 @@ export class SessionActor extends DurableObject<Env> {
       }
     }
   }
+}
+
+function hasToolCall(m: TranscriptMessage): boolean {
+  return m.content.some((p) => p.type === "toolCall");
 }
 
 function deliveryRow(p: DeliveryPayload) {

@@ -32,12 +32,11 @@ type Msg = { id: string; role: string; content: Array<{ type: string; text?: str
 
 describe("run resumption", () => {
   // Batches the actor writes for one inbound run with a tool call: 1 enqueue, 2 run start,
-  // 3 assistant tool call, 4 tool result, 5 final reply, 6 finalize (outcome + delivery row).
+  // 3 assistant tool call, 4 tool result, 5 finalize (final reply + outcome + delivery row).
   for (const [name, okBatches] of [
     ["after the tool call was checkpointed, before it was stored", 2],
     ["after the tool result was checkpointed, before it was stored", 3],
-    ["after the tool result was stored, before the final reply was stored", 4],
-    ["after the final reply was stored, before the run was finalized", 5],
+    ["after the final reply was checkpointed, before the finalize batch was stored", 4],
   ] as const) {
     it(`finishes a run interrupted ${name}, with no duplicated rows and one delivery`, async () => {
       const connector = fakeConnector();

@@ -28,6 +28,7 @@ import {
 } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
 import { actorError, actorFor, isActorError } from "../session/client";
+import { entryInitOf } from "../session/entry-init";
 import { type ActorError, type EnqueueRequest, TERMINAL, type WaitResult } from "../session/types";
 import { decodeCursor, encodeCursor, entryView } from "../session/view";
 import { clampInt } from "../tools/resolve-session";
@@ -119,14 +120,7 @@ async function enqueueOperatorRun(
     if (verdict === "deny") throw new ApiError("FORBIDDEN", "send blocked by session policy");
   }
   const runId = opts.idempotencyKey ? await stableUuid(`rpc:${opts.idempotencyKey}`) : crypto.randomUUID();
-  const init = entry
-    ? {
-        agentId: entry.agentId,
-        kind: entry.kind,
-        chatType: (entry.chatType ?? "direct") as "direct" | "group" | "channel",
-        channel: entry.channel,
-      }
-    : initFromKey(key, config);
+  const init = entry ? entryInitOf(entry) : initFromKey(key, config);
   const req: EnqueueRequest = {
     sessionKey: key,
     runId,

@@ -51,6 +51,7 @@ import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } f
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
 import { toolsForSession } from "../tools/registry";
+import { entryInitOf } from "./entry-init";
 import {
   ANNOUNCE_SKIP,
   announceReply,
@@ -67,6 +68,7 @@ import type {
   ActorError,
   EnqueueRequest,
   EnqueueResult,
+  EntryInit,
   RunInput,
   RunOutcome,
   RunStatus,
@@ -126,18 +128,6 @@ const GREETING_TEXT =
   "The session was just reset. Greet the user in one short sentence and confirm the fresh start.";
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
-/** Entry fields for enqueueing into an existing session. */
-function initOf(e: SessionRow): EnqueueRequest["init"] {
-  const init: EnqueueRequest["init"] = {
-    agentId: e.agentId,
-    kind: e.kind,
-    chatType: (e.chatType ?? "direct") as "direct" | "group" | "channel",
-    channel: e.channel,
-  };
-  if (e.spawnedBy) init.spawnedBy = e.spawnedBy;
-  return init;
-}
-
 function isUniqueViolation(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     if (/UNIQUE constraint failed/i.test(e.message)) return true;
@@ -258,10 +248,9 @@ export class SessionActor extends DurableObject<Env> {
   // -------------------------------------------------------------------------------------------
   // Entry lifecycle
 
-  private newEntry(req: EnqueueRequest, now: number, sessionId: string): SessionRow {
-    const { init } = req;
+  private newEntry(sessionKey: string, init: EntryInit, now: number, sessionId: string): SessionRow {
     return {
-      key: req.sessionKey,
+      key: sessionKey,
       agentId: init.agentId,
       sessionId,
       kind: init.kind,
@@ -376,7 +365,7 @@ export class SessionActor extends DurableObject<Env> {
     let created = false;
     let resetHappened = false;
     if (!entry) {
-      entry = this.newEntry(req, now, crypto.randomUUID());
+      entry = this.newEntry(req.sessionKey, req.init, now, crypto.randomUUID());
       created = true;
     } else if (req.userInteraction) {
       const { chatType, thread } = chatTypeOfKey(entry.key, req.hasThread);
@@ -1048,6 +1037,7 @@ export class SessionActor extends DurableObject<Env> {
             id: `${runId}:announcement`,
             text,
             sourceSessionKey: req.sessionKey,
+            init: req.spawn.requesterInit,
             ...(req.spawn.requesterRoute ? { route: req.spawn.requesterRoute } : {}),
           },
         );
@@ -1062,7 +1052,7 @@ export class SessionActor extends DurableObject<Env> {
     const init =
       target === flow.requesterKey ? flow.requesterInit : target === from.sessionKey ? from.init : undefined;
     const stub = this.env.SESSION_ACTOR.getByName(target);
-    const entryInit = init ?? (await stub.getEntry(target).then((e) => (e ? initOf(e) : undefined)));
+    const entryInit = init ?? (await stub.getEntry(target).then((e) => (e ? entryInitOf(e) : undefined)));
     if (!entryInit) return; // the other side was deleted meanwhile: the exchange ends here
     const req: EnqueueRequest = {
       sessionKey: target,
@@ -1096,12 +1086,23 @@ export class SessionActor extends DurableObject<Env> {
    */
   async postAnnouncement(
     sessionKey: string,
-    a: { id: string; text: string; sourceSessionKey: string; route?: DeliveryContext },
+    a: { id: string; text: string; sourceSessionKey: string; route?: DeliveryContext; init: EntryInit },
   ): Promise<{ delivered: boolean }> {
     await this.bind(sessionKey);
-    const entry = this.entry();
-    if (!entry) return { delivered: false }; // the requester was deleted: nothing to tell
     const now = Date.now();
+    let entry = this.entry();
+    if (!entry) {
+      // A requester that never ran (e.g. /tools/invoke on a fresh key) still gets the
+      // announcement: an announcement is never lost.
+      entry = this.newEntry(sessionKey, a.init, now, crypto.randomUUID());
+      entry.expiresAt = this.expiryOf(entry);
+      this.saveEntry(entry);
+      await writeBatch(this.env, [
+        upsertSessionStatement(this.env, entry),
+        recordTranscriptStatement(this.env, entry.sessionId, sessionKey, now),
+      ]);
+    }
+    this.markHistory(entry.sessionId);
     await appendMessages(this.env, entry.sessionId, [
       {
         id: a.id,

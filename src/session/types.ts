@@ -58,6 +58,8 @@ export interface SpawnMeta {
   requesterKey: string;
   /** The requester's chat route captured at spawn time. */
   requesterRoute?: DeliveryContext;
+  /** Creates the requester's entry if the announcement reaches a session that does not exist. */
+  requesterInit: EntryInit;
   cleanup: "keep" | "delete";
   phase: "task" | "announce";
   /** Set on the announce step: how the task run ended. */

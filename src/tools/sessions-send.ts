@@ -7,11 +7,11 @@
  */
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
-import { getSession } from "../db/queries";
-import { agentMainKey, normalizeAgentId, toToolKey } from "../keys/session-key";
-import type { EnqueueRequest, EntryInit, WaitResult } from "../session/types";
+import { normalizeAgentId, toToolKey } from "../keys/session-key";
+import { callerEntryInit, entryInitOf } from "../session/entry-init";
+import type { EnqueueRequest, WaitResult } from "../session/types";
 import { findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
-import { defineTool, type ToolContext, toolError } from "./types";
+import { defineTool, toolError } from "./types";
 
 const MAX_WAIT_SECONDS = 600;
 
@@ -84,7 +84,7 @@ export const sessionsSendTool = defineTool({
         },
       ],
       deliver: false,
-      init: initFor(row),
+      init: entryInitOf(row),
       userInteraction: false,
       hasThread: false,
       flow: {
@@ -96,7 +96,7 @@ export const sessionsSendTool = defineTool({
         round: 0,
         maxRounds: self ? 0 : config.session.agentToAgent.maxPingPongTurns,
         originalMessage: args.message,
-        requesterInit: await requesterInit(ctx),
+        requesterInit: await callerEntryInit(ctx),
       },
     };
     const stub = env.SESSION_ACTOR.getByName(row.key);
@@ -152,30 +152,4 @@ function waitAnswer(result: WaitResult, sessionKey: string, timeoutSeconds: numb
     error: result.error ?? `run ended with status ${result.runStatus}`,
     sessionKey,
   };
-}
-
-function initFor(row: {
-  agentId: string;
-  kind: string;
-  chatType: string | null;
-  channel: string | null;
-  spawnedBy: string | null;
-}): EntryInit {
-  const init: EntryInit = {
-    agentId: row.agentId,
-    kind: row.kind,
-    chatType: (row.chatType ?? "direct") as EntryInit["chatType"],
-    channel: row.channel,
-  };
-  if (row.spawnedBy) init.spawnedBy = row.spawnedBy;
-  return init;
-}
-
-/** How to create the requester's entry if a reply round reaches it before it exists. */
-async function requesterInit(ctx: ToolContext): Promise<EntryInit> {
-  const { caller, config, env } = ctx;
-  const entry = caller.entry ?? (await getSession(env, caller.sessionKey));
-  if (entry) return initFor(entry);
-  const main = caller.sessionKey === agentMainKey(caller.agentId, config.session);
-  return { agentId: caller.agentId, kind: main ? "main" : "other", chatType: "direct", channel: null };
 }

@@ -10,6 +10,7 @@ import { stableUuid } from "../auth/signature";
 import type { Config } from "../config/schema";
 import { getSessionByLabel, listSessions } from "../db/queries";
 import { isSubagentKey, normalizeAgentId, subagentSessionKey } from "../keys/session-key";
+import { callerEntryInit } from "../session/entry-init";
 import type { EnqueueRequest } from "../session/types";
 import { defineTool, forbidden, toolError } from "./types";
 
@@ -111,6 +112,7 @@ export const sessionsSpawnTool = defineTool({
       hasThread: false,
       spawn: {
         requesterKey: caller.sessionKey,
+        requesterInit: await callerEntryInit(ctx),
         cleanup: args.cleanup ?? "keep",
         phase: "task",
         ...(caller.entry?.deliveryContext

@@ -68,7 +68,16 @@ export function scriptedWorld(answer: (req: ModelRequest) => ModelAnswer) {
     };
     requests.push(req);
     const a = answer(req);
-    if (a.delayMs) await new Promise((r) => setTimeout(r, a.delayMs));
+    if (a.delayMs) {
+      const signal = init?.signal ?? undefined;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(resolve, a.delayMs);
+        signal?.addEventListener("abort", () => {
+          clearTimeout(timer);
+          reject(signal.reason);
+        });
+      });
+    }
     if ("status" in a)
       return new Response(JSON.stringify({ error: { message: a.error } }), { status: a.status });
     const message =

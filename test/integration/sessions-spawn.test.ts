@@ -28,10 +28,10 @@ async function history(sessionKey: string): Promise<TranscriptMessage[]> {
 
 function script(child: (req: ModelRequest) => ModelAnswer) {
   return (req: ModelRequest): ModelAnswer => {
-    if (req.lastUser.startsWith("spawn:"))
-      return { tool: "sessions_spawn", args: JSON.parse(req.lastUser.slice(6)) };
     if (req.system.includes("## Sub-agent")) return child(req);
     if (req.lastRole === "tool") return { text: `spawned: ${req.lastTool}` };
+    if (req.lastUser.startsWith("spawn:"))
+      return { tool: "sessions_spawn", args: JSON.parse(req.lastUser.slice(6)) };
     return { text: `answer to ${req.lastUser}` };
   };
 }
@@ -150,6 +150,40 @@ describe("sessions_spawn", () => {
       10_000,
     );
     expect(String(announce.body.text)).toMatch(/^Status: ok\nResult: \{"iso":"/);
+    world.restore();
+  });
+});
+
+describe("/stop", () => {
+  it("aborts the session's sub-agent runs and says how many were stopped", { timeout: 15_000 }, async () => {
+    const world = scriptedWorld(
+      script((req) =>
+        req.system.includes("This is the announce step")
+          ? { text: "stopped early" }
+          : { text: "late", delayMs: 30_000 },
+      ),
+    );
+    await requester("s4");
+    const ack = (await (
+      await inbound("telegram", msg("s4", `spawn:${JSON.stringify({ task: "a long job", model: "fake/m" })}`))
+    ).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const spawned = toolResultOf(await history(group("s4")), "sessions_spawn");
+    await eventually(async () => world.requests.some((r) => r.lastUser === "a long job"));
+
+    const stop = await inbound("telegram", msg("s4", "/stop"));
+    expect(await stop.json()).toMatchObject({ ok: true, status: "command" });
+    const notice = await eventually(async () =>
+      world.delivered.find((d) => d.body.kind === "notice" && d.body.to === "s4"),
+    );
+    expect(notice.body.text).toBe("Stopped 0 runs in this session and 1 sub-agent run.");
+    // The child's task run ended aborted.
+    expect(await waitRun(spawned.runId as string)).toMatchObject({ status: "aborted", runStatus: "aborted" });
+    const announce = await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "s4"),
+      10_000,
+    );
+    expect(String(announce.body.text).split("\n")[0]).toBe("Status: aborted");
     world.restore();
   });
 });

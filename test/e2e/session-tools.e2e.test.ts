@@ -7,7 +7,7 @@
  * `send:{…}` / `spawn:{…}`, plays the reply-back rounds and the announce steps, and can hang
  * on a chosen request so the gateway can be killed mid-flow.
  *
- * One gateway for the file; the restart test replaces it, so it runs last.
+ * One gateway for the file; the restart tests replace it, so they run last.
  */
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -404,5 +404,51 @@ describe("a gateway killed mid-flow", () => {
           r.outcome === "answered",
       ),
     ).toHaveLength(1);
+  });
+
+  it("the sub-agent announcement completes after the gateway is killed mid-task", async () => {
+    const started = performance.now();
+    const a = "st-a4";
+    await setupGroups(a);
+    const task = "compute 6*7 across a restart";
+    const isTask = (r: SeenRequest) =>
+      r.system.includes("## Sub-agent") && !r.system.includes("announce step") && r.lastUser.includes(task);
+    const hang = model.hangOn(isTask);
+    const runId = await groupMessage(a, `spawn:${JSON.stringify({ task })}`);
+    expect((await waitRun(runId)).status).toBe("ok");
+    const tool = (await history(groupKey(a))).find((m) => m.toolName === "sessions_spawn");
+    expect(JSON.parse(firstText(tool as TranscriptMessage))).toMatchObject({ status: "accepted" });
+
+    const hung = await Promise.race([
+      hang.started,
+      sleep(30_000).then(() => {
+        throw new Error("the model never got the sub-agent's task request");
+      }),
+    ]);
+
+    const { persistTo, options } = gw;
+    await gw.stop("SIGKILL");
+    const requestsBeforeRestart = model.requests.length;
+    gw = await startGateway({ ...options, persistTo });
+    hang.release();
+
+    const announce = await waitFor(() => connector.deliveriesFor({ kind: "announce", to: a })[0], 45_000, {
+      intervalMs: 100,
+      what: "the sub-agent announcement to A's group after the restart",
+    });
+    console.log(`restart mid-task: announcement after ${(performance.now() - started).toFixed(0)} ms`);
+    const text = announce.body?.text ?? "";
+    expect(text.startsWith(`Status: ok\nResult: ${SUBAGENT_RESULT}\n`), text).toBe(true);
+    expect(announce.body).toMatchObject({ kind: "announce", to: a, sessionKey: groupKey(a) });
+    expect(hung.outcome).toBe("client-closed");
+
+    // Bounded check that nothing is announced twice.
+    await sleep(3000);
+    expect(connector.deliveriesFor({ kind: "announce", to: a })).toHaveLength(1);
+    expect(connector.attemptsFor({ kind: "announce", to: a })).toHaveLength(1);
+    // The killed task request was run again by the new gateway, and answered once.
+    const after = model.requests.slice(requestsBeforeRestart).filter(isTask);
+    expect(after.map((r) => r.outcome)).toEqual(["answered"]);
+    expect(model.requests.filter(isTask).map((r) => r.outcome)).toEqual(["client-closed", "answered"]);
   });
 });

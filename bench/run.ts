@@ -17,6 +17,10 @@
  *     visibility `all`, `agent` and `tree`. Visibility is config, so the gateway is restarted on the
  *     same persistence directory with another SWITCHBOARD_CONFIG between levels (1k: all → agent →
  *     tree; phases 5-7 then run on `tree`, the default; 100k: tree → agent → all).
+ *  2b. Run last (informational, no bar): the gateway is restarted with `agents.defaults.model`
+ *     `slow/m`, a fake OpenAI-compatible server on 127.0.0.1 that holds every call open, so runs
+ *     are parked; then ack req/s and p50/p99 at c=32 for 1,000 messages to the 1,000 sessions of
+ *     phase 2 and for 1,000 messages to new sessions, as a share of the /healthz throughput.
  *
  * Large data is seeded with bulk SQL (`wrangler d1 execute --local` on the same persistence
  * directory, recursive CTEs generating rows inside SQLite); every measured request goes through
@@ -387,6 +391,7 @@ const bars: { name: string; rule: string; actual: string; pass: boolean }[] = []
 const problems: string[] = [];
 let revision = "unknown revision";
 let sendVsTurn = "";
+let acksAlone: string[] = [];
 
 function row(id: string, measure: string, value: string, detail = ""): void {
   rows.push({ id, measure, value, detail });
@@ -396,8 +401,14 @@ function row(id: string, measure: string, value: string, detail = ""): void {
 // ---------------------------------------------------------------------------------------------
 // Gateway config (visibility varies for phase 9) and restarts on the same persistence directory
 
-function gatewayConfig(visibility: Visibility): Record<string, unknown> {
+function gatewayConfig(visibility: Visibility, slowModelUrl?: string): Record<string, unknown> {
   return {
+    ...(slowModelUrl
+      ? {
+          models: { providers: { slow: { api: "openai-compatible", baseUrl: slowModelUrl } } },
+          agents: { defaults: { model: "slow/m" } },
+        }
+      : {}),
     session: {
       dmScope: "per-channel-peer",
       queue: { cap: QUEUE_CAP },
@@ -413,25 +424,93 @@ function gatewayConfig(visibility: Visibility): Record<string, unknown> {
 let startServer: typeof import("../scripts/lib/local-server.ts").startLocalServer | undefined;
 let currentVisibility: Visibility = "all";
 
-async function startGateway(visibility: Visibility): Promise<void> {
+async function startGateway(visibility: Visibility, slowModelUrl?: string): Promise<void> {
   if (!startServer) throw new Error("launcher not loaded");
   server = await startServer({
     persistTo,
     vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
-    config: gatewayConfig(visibility),
+    config: gatewayConfig(visibility, slowModelUrl),
   });
   currentVisibility = visibility;
-  log(`gateway on ${server.url} (pid ${server.pid}), tools.sessions.visibility "${visibility}"`);
+  log(
+    `gateway on ${server.url} (pid ${server.pid}), tools.sessions.visibility "${visibility}"${slowModelUrl ? `, model slow/m at ${slowModelUrl}` : ""}`,
+  );
 }
 
-async function restartGateway(visibility: Visibility): Promise<void> {
+async function restartGateway(visibility: Visibility, slowModelUrl?: string): Promise<void> {
   const s = server;
   server = undefined;
   if (s) {
     log(`restarting the gateway (pid ${s.pid}) with visibility "${visibility}"`);
     await s.stop();
   }
-  await startGateway(visibility);
+  await startGateway(visibility, slowModelUrl);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fake slow model (phase 2b): an OpenAI-compatible server on 127.0.0.1 that holds every request
+// open until released, so the runs started by the measured acks are parked on I/O.
+
+interface SlowModel {
+  server: Server;
+  url: string;
+  held: number;
+  release: () => void;
+  close: () => Promise<void>;
+}
+
+let slowModel: SlowModel | undefined;
+
+async function startSlowModel(): Promise<SlowModel> {
+  const pending: Array<() => void> = [];
+  let released = false;
+  const answer = JSON.stringify({
+    id: "bench-slow",
+    object: "chat.completion",
+    created: 1,
+    model: "m",
+    choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+  });
+  const srv = createServer((req, res) => {
+    req.resume();
+    const reply = () => {
+      if (!res.writableEnded && !res.destroyed) {
+        res.writeHead(200, { "content-type": "application/json" });
+        res.end(answer);
+      }
+    };
+    if (released) reply();
+    else {
+      m.held++;
+      pending.push(reply);
+    }
+  });
+  await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", () => resolve()));
+  const port = (srv.address() as { port: number }).port;
+  const m: SlowModel = {
+    server: srv,
+    url: `http://127.0.0.1:${port}/v1`,
+    held: 0,
+    release: () => {
+      released = true;
+      for (const reply of pending.splice(0)) reply();
+    },
+    close: async () => {
+      m.release();
+      // Bounded: give the released answers a moment to flush, then drop every connection.
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 2_000);
+        srv.close(() => {
+          clearTimeout(timer);
+          resolve();
+        });
+        setTimeout(() => srv.closeAllConnections(), 500);
+      });
+      srv.closeAllConnections();
+    },
+  };
+  return m;
 }
 
 async function toolsInvoke<T>(body: unknown): Promise<{ ms: number; result: T }> {
@@ -914,6 +993,90 @@ async function measureToolList(label: string, sessionCount: number): Promise<num
   return p50;
 }
 
+/**
+ * Phase 2b: inbound ack throughput with the runs parked on the slow model, to existing sessions
+ * (the peers of phase 2) and to brand-new sessions. Informational, no acceptance bar.
+ */
+async function phaseAcksParked(healthzRps: number): Promise<{ existing: number; fresh: number }> {
+  slowModel = await startSlowModel();
+  log(`phase 2b: fake slow model on ${slowModel.url}; restarting the gateway with model slow/m`);
+  await restartGateway(currentVisibility, slowModel.url);
+  const warm = await Promise.all(
+    Array.from({ length: N.inboundWarmup }, (_, i) =>
+      signInbound({
+        messageId: `warm2b-${i}`,
+        from: `warm2b-${i}`,
+        text: `warm-up ${i}`,
+        senderName: "Warm",
+      }),
+    ),
+  );
+  await pool(warm.length, CONCURRENCY, performance.now() + CAP_MS.inbound, async (i) => {
+    const m = warm[i];
+    if (m) await postInbound(m).catch(() => undefined);
+  });
+
+  const measure = async (label: string, peerOf: (i: number) => string, tag: string) => {
+    log(`phase 2b: ${N.inbound} inbound messages to ${label}, c=${CONCURRENCY}, runs parked`);
+    const msgs = await Promise.all(
+      Array.from({ length: N.inbound }, (_, i) =>
+        signInbound({
+          messageId: `${tag}-${i}`,
+          from: peerOf(i),
+          text: `parked ${i}`,
+          senderName: `Peer ${i}`,
+        }),
+      ),
+    );
+    const ackMs: number[] = [];
+    const statuses = new Map<number, number>();
+    const cpu0 = gatewayCpuSeconds();
+    const { done, elapsedMs } = await pool(
+      msgs.length,
+      CONCURRENCY,
+      performance.now() + CAP_MS.inbound,
+      async (i) => {
+        const m = msgs[i];
+        if (!m) return;
+        const t0 = performance.now();
+        try {
+          const r = await postInbound(m);
+          ackMs.push(performance.now() - t0);
+          statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        } catch {
+          statuses.set(0, (statuses.get(0) ?? 0) + 1);
+        }
+      },
+    );
+    const cpu = gatewayCpuSeconds() - cpu0;
+    const accepted = statuses.get(202) ?? 0;
+    const ackRps = (accepted / elapsedMs) * 1000;
+    const statusText = [...statuses].map(([s, n]) => `${s || "network error"}×${n}`).join(", ");
+    row(
+      "2b",
+      `inbound ack throughput, runs parked (c=32, 1,000 ${label})`,
+      rps(ackRps),
+      `${((ackRps / healthzRps) * 100).toFixed(1)}% of /healthz (${(ackRps / healthzRps).toFixed(3)}); ${int(done)} sent in ${(elapsedMs / 1000).toFixed(2)} s; statuses ${statusText}; ${int(slowModel?.held ?? 0)} model calls held${cpuPer(cpu, done)}`,
+    );
+    row(
+      "2b",
+      `inbound ack latency p50 / p99, runs parked (${label})`,
+      `${ms(percentile(ackMs, 50))} / ${ms(percentile(ackMs, 99))}`,
+    );
+    if (accepted !== done) problems.push(`phase 2b (${label}): non-202 answers (${statusText})`);
+    return ackRps;
+  };
+
+  try {
+    const existing = await measure("existing sessions", (i) => `peer-${String(i).padStart(4, "0")}`, "ex2b");
+    const fresh = await measure("new sessions", (i) => `new2b-${String(i).padStart(4, "0")}`, "new2b");
+    return { existing, fresh };
+  } finally {
+    log(`phase 2b: releasing ${int(slowModel.held)} held model calls`);
+    slowModel.release();
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Main
 
@@ -984,6 +1147,13 @@ async function main(): Promise<void> {
   const tailSeq = tail.messages[0]?.seq ?? 0;
   if (tailSeq <= N.bigMessages) problems.push(`big transcript: newest seq ${tailSeq} is not above the seed`);
 
+  // Last, so the sessions it creates and the restart do not change any earlier phase.
+  const parked = await phaseAcksParked(healthzRps);
+  acksAlone = [
+    `acks alone, existing sessions: ${((parked.existing / healthzRps) * 100).toFixed(1)}% of /healthz (informational; runs parked on a held model)`,
+    `acks alone, new sessions: ${((parked.fresh / healthzRps) * 100).toFixed(1)}% of /healthz (informational; runs parked on a held model)`,
+  ];
+
   bars.push({
     name: "inbound ack throughput ≥ 25% of /healthz",
     rule: "ack req/s ÷ healthz req/s ≥ 0.25",
@@ -1041,6 +1211,10 @@ function printReport(totalS: number): void {
   out.push("| Acceptance bar | Rule | Actual | Result |");
   out.push("|---|---|---|---|");
   for (const b of bars) out.push(`| ${b.name} | ${b.rule} | ${b.actual} | ${b.pass ? "PASS" : "FAIL"} |`);
+  if (acksAlone.length) {
+    out.push("");
+    for (const line of acksAlone) out.push(line);
+  }
   if (sendVsTurn) {
     out.push("");
     out.push(sendVsTurn);
@@ -1064,6 +1238,9 @@ function cleanup(): Promise<void> {
       log(`stopping the gateway (pid ${s.pid})`);
       await s.stop().catch(() => undefined);
     }
+    const m = slowModel;
+    slowModel = undefined;
+    if (m) await m.close().catch(() => undefined);
     const c = connector;
     connector = undefined;
     if (c) {

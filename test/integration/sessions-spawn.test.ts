@@ -1,7 +1,8 @@
-import { createExecutionContext } from "cloudflare:test";
+import { createExecutionContext, createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
+import { runScheduled } from "../../src/cron/scheduled";
 import type { TranscriptMessage } from "../../src/session/transcript";
 import { sessionsSpawnTool } from "../../src/tools/sessions-spawn";
 import type { ToolContext } from "../../src/tools/types";
@@ -150,6 +151,92 @@ describe("sessions_spawn", () => {
       10_000,
     );
     expect(String(announce.body.text)).toMatch(/^Status: ok\nResult: \{"iso":"/);
+    world.restore();
+  });
+});
+
+describe("sub-agent lifecycle", () => {
+  it("deletes the child entry and transcript once the announcement is recorded with cleanup: delete", async () => {
+    const world = scriptedWorld(script(() => ({ text: "done and gone" })));
+    await requester("s5");
+    const ack = (await (
+      await inbound(
+        "telegram",
+        msg("s5", `spawn:${JSON.stringify({ task: "brief job", model: "fake/m", cleanup: "delete" })}`),
+      )
+    ).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const { childSessionKey } = toolResultOf(await history(group("s5")), "sessions_spawn") as {
+      childSessionKey: string;
+    };
+    await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "s5"),
+      10_000,
+    );
+    await eventually(async () => {
+      const r = await rpc("sessions.resolve", { key: childSessionKey });
+      return r.status === 404;
+    });
+    world.restore();
+  });
+
+  it("archives idle sub-agent sessions after archiveAfterMinutes, from the cron sweep", async () => {
+    const world = scriptedWorld(script(() => ({ text: "kept" })));
+    await requester("s6");
+    const ack = (await (
+      await inbound("telegram", msg("s6", `spawn:${JSON.stringify({ task: "keep me", model: "fake/m" })}`))
+    ).json()) as { runId: string };
+    await waitRun(ack.runId);
+    const { childSessionKey } = toolResultOf(await history(group("s6")), "sessions_spawn") as {
+      childSessionKey: string;
+    };
+    await eventually(
+      async () => world.delivered.find((d) => d.body.kind === "announce" && d.body.to === "s6"),
+      10_000,
+    );
+    const listed = async (archived: boolean | "all") =>
+      (
+        await rpc<{ sessions: Array<{ key: string; archivedAt?: number }> }>("sessions.list", {
+          archived,
+          limit: 200,
+        })
+      ).payload.sessions.find((x) => x.key === childSessionKey);
+    await eventually(async () => (await listed(false)) !== undefined);
+    // Not yet due: a sweep now (archiveAfterMinutes 60) leaves it alone.
+    await runScheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    expect(await listed(false)).toBeDefined();
+    // Two hours later it is archived: hidden from the default list, shown with archived: true.
+    const later = Date.now() + 2 * 3_600_000;
+    await runScheduled(createScheduledController({ scheduledTime: later, cron: "* * * * *" }), env);
+    expect(await listed(false)).toBeUndefined();
+    expect((await listed(true))?.archivedAt).toBe(later);
+    world.restore();
+  });
+
+  it("refuses a spawn over agents.defaults.subagents.maxConcurrent", async () => {
+    const cfg = parseConfig(
+      JSON.stringify({
+        ...SCRIPTED_MODEL_CONFIG,
+        agents: { defaults: { model: "fake/m", subagents: { maxConcurrent: 1 } } },
+      }),
+    );
+    const caller = { sessionKey: "agent:main:telegram:group:s7", agentId: "main", trigger: "http" as const };
+    const world = scriptedWorld(() => ({ text: "slow", delayMs: 5_000 }));
+    const first = (await sessionsSpawnTool.execute(
+      { task: "one", model: "fake/m" },
+      { caller, toolCallId: crypto.randomUUID(), config: cfg, env },
+    )) as { status: string };
+    expect(first.status).toBe("accepted");
+    await eventually(async () => world.requests.some((r) => r.lastUser === "one"));
+    const second = await sessionsSpawnTool.execute(
+      { task: "two", model: "fake/m" },
+      { caller, toolCallId: crypto.randomUUID(), config: cfg, env },
+    );
+    expect(second).toEqual({
+      status: "error",
+      error:
+        "1 sub-agents of this session are still running (agents.defaults.subagents.maxConcurrent is 1); wait for an announcement first",
+    });
     world.restore();
   });
 });

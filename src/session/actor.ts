@@ -51,7 +51,7 @@ import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } f
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
 import { toolsForSession } from "../tools/registry";
-import { entryInitOf } from "./entry-init";
+import { entryInitOf, newSessionRow } from "./entry-init";
 import {
   ANNOUNCE_SKIP,
   announceReply,
@@ -249,43 +249,7 @@ export class SessionActor extends DurableObject<Env> {
   // Entry lifecycle
 
   private newEntry(sessionKey: string, init: EntryInit, now: number, sessionId: string): SessionRow {
-    return {
-      key: sessionKey,
-      agentId: init.agentId,
-      sessionId,
-      kind: init.kind,
-      chatType: init.chatType,
-      channel: init.channel,
-      displayName: init.displayName ?? null,
-      label: init.label ?? null,
-      subject: init.subject ?? null,
-      createdAt: now,
-      updatedAt: now,
-      sessionStartedAt: now,
-      lastInteractionAt: null,
-      model: null,
-      modelOverride: null,
-      contextTokens: 0,
-      inputTokens: 0,
-      outputTokens: 0,
-      totalTokens: 0,
-      compactionCount: 0,
-      thinkingLevel: null,
-      verboseLevel: null,
-      systemSent: false,
-      abortedLastRun: false,
-      sendPolicy: null,
-      lastChannel: null,
-      lastTo: null,
-      lastAccountId: null,
-      lastThreadId: null,
-      deliveryContext: null,
-      origin: null,
-      spawnedBy: init.spawnedBy ?? null,
-      archivedAt: null,
-      runStatus: "idle",
-      expiresAt: null,
-    };
+    return newSessionRow(sessionKey, init, now, sessionId);
   }
 
   /** A new sessionId under the same key; settings, origin and route are kept, counters zeroed. */

@@ -32,3 +32,49 @@ export async function callerEntryInit(ctx: {
   const main = caller.sessionKey === agentMainKey(caller.agentId, config.session);
   return { agentId: caller.agentId, kind: main ? "main" : "other", chatType: "direct", channel: null };
 }
+
+/** A session entry as it is first created: the init's fields, counters zero, nothing else set. */
+export function newSessionRow(
+  sessionKey: string,
+  init: EntryInit,
+  now: number,
+  sessionId: string,
+): SessionRow {
+  return {
+    key: sessionKey,
+    agentId: init.agentId,
+    sessionId,
+    kind: init.kind,
+    chatType: init.chatType,
+    channel: init.channel,
+    displayName: init.displayName ?? null,
+    label: init.label ?? null,
+    subject: init.subject ?? null,
+    createdAt: now,
+    updatedAt: now,
+    sessionStartedAt: now,
+    lastInteractionAt: null,
+    model: null,
+    modelOverride: null,
+    contextTokens: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    totalTokens: 0,
+    compactionCount: 0,
+    thinkingLevel: null,
+    verboseLevel: null,
+    systemSent: false,
+    abortedLastRun: false,
+    sendPolicy: null,
+    lastChannel: null,
+    lastTo: null,
+    lastAccountId: null,
+    lastThreadId: null,
+    deliveryContext: null,
+    origin: null,
+    spawnedBy: init.spawnedBy ?? null,
+    archivedAt: null,
+    runStatus: "idle",
+    expiresAt: null,
+  };
+}

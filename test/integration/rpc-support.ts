@@ -12,6 +12,7 @@ import {
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
+import { newSessionRow } from "../../src/session/entry-init";
 import type { TranscriptMessage } from "../../src/session/transcript";
 import { actor, TOKEN } from "./support";
 
@@ -70,42 +71,13 @@ export async function jsonLines(res: Response): Promise<Array<Record<string, unk
 /** A complete session row with neutral defaults; `key` and `agentId` are required. */
 export function sessionRow(fields: Partial<SessionRow> & { key: string; agentId: string }): SessionRow {
   const now = fields.updatedAt ?? Date.now();
-  return {
-    sessionId: crypto.randomUUID(),
-    kind: "other",
-    chatType: "direct",
-    channel: null,
-    displayName: null,
-    label: null,
-    subject: null,
-    createdAt: now,
-    updatedAt: now,
-    sessionStartedAt: now,
-    lastInteractionAt: null,
-    model: null,
-    modelOverride: null,
-    contextTokens: 0,
-    inputTokens: 0,
-    outputTokens: 0,
-    totalTokens: 0,
-    compactionCount: 0,
-    thinkingLevel: null,
-    verboseLevel: null,
-    systemSent: false,
-    abortedLastRun: false,
-    sendPolicy: null,
-    lastChannel: null,
-    lastTo: null,
-    lastAccountId: null,
-    lastThreadId: null,
-    deliveryContext: null,
-    origin: null,
-    spawnedBy: null,
-    archivedAt: null,
-    runStatus: "idle",
-    expiresAt: null,
-    ...fields,
-  };
+  const base = newSessionRow(
+    fields.key,
+    { agentId: fields.agentId, kind: "other", chatType: "direct", channel: null },
+    now,
+    crypto.randomUUID(),
+  );
+  return { ...base, ...fields };
 }
 
 /** Writes session rows (and their transcript owners) straight to D1. */

@@ -1,7 +1,7 @@
 /**
  * SessionActor: one Durable Object per session key. It owns the live state of that key:
- * the session entry (written through to D1), the run queue, the running run, waiters and the
- * delivery outbox.
+ * the session entry (written through to D1), the run queue, the running run, waiters, and its
+ * delivery outbox (src/delivery/outbox.ts), whose retries share the actor's alarm.
  *
  * Guarantees of the run queue:
  * - Runs execute one at a time, FIFO in arrival order. The queue lives in DO SQLite and is
@@ -40,16 +40,15 @@ import {
   recordTranscriptStatement,
   type SessionRow,
   startRunStatement,
-  updateDelivery,
   updateRun,
   updateRunStatement,
   upsertSession,
   upsertSessionStatement,
   writeBatch,
 } from "../db/queries";
-import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } from "../delivery/deliver";
+import type { DeliveryKind } from "../delivery/deliver";
+import { DeliveryOutbox, deliveryRow } from "../delivery/outbox";
 import { chatTypeOfKey } from "../keys/session-key";
-import { evaluateSendPolicy } from "../policy/send-policy";
 import { toolsForSession } from "../tools/registry";
 import { entryInitOf, newSessionRow } from "./entry-init";
 import {
@@ -111,14 +110,6 @@ interface RunProgress {
   stored?: number;
 }
 
-interface OutboxRow {
-  delivery_id: string;
-  payload: string;
-  attempts: number;
-  next_at: number;
-  [key: string]: SqlStorageValue;
-}
-
 const SCHEMA_VERSION = 1;
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
@@ -137,6 +128,7 @@ function isUniqueViolation(error: unknown): boolean {
 
 export class SessionActor extends DurableObject<Env> {
   private readonly sql: SqlStorage;
+  private readonly outbox: DeliveryOutbox;
   private current?: { runId: string; controller: AbortController };
   private readonly waiters = new Map<string, Set<(o: RunOutcome) => void>>();
   private woken = false;
@@ -146,6 +138,11 @@ export class SessionActor extends DurableObject<Env> {
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
+    this.outbox = new DeliveryOutbox(
+      this.sql,
+      () => this.env,
+      () => this.config,
+    );
     // Versioned, idempotent DDL run on every wake.
     this.sql.exec(`CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)`);
     const version = Number(this.kvGet("schema_version") ?? 0);
@@ -159,8 +156,7 @@ export class SessionActor extends DurableObject<Env> {
       this.sql.exec(
         `CREATE TABLE IF NOT EXISTS finished (run_id TEXT PRIMARY KEY, outcome TEXT NOT NULL, at INTEGER NOT NULL)`,
       );
-      this.sql.exec(`CREATE TABLE IF NOT EXISTS outbox (
-        delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL)`);
+      this.sql.exec(DeliveryOutbox.DDL);
       this.kvSet("schema_version", String(SCHEMA_VERSION));
     }
   }
@@ -240,8 +236,8 @@ export class SessionActor extends DurableObject<Env> {
 
   private async scheduleAlarm(): Promise<void> {
     if (this.queueHead()) return this.ctx.storage.setAlarm(Date.now());
-    const next = this.sql.exec<{ n: number | null }>(`SELECT MIN(next_at) AS n FROM outbox`).toArray()[0]?.n;
-    if (next != null) return this.ctx.storage.setAlarm(next);
+    const next = this.outbox.nextDue();
+    if (next !== undefined) return this.ctx.storage.setAlarm(next);
     return this.ctx.storage.deleteAlarm();
   }
 
@@ -628,10 +624,10 @@ export class SessionActor extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     const key = this.kvGet("key");
     if (!key) return;
-    await this.flushOutbox();
+    await this.outbox.flush();
     const head = this.queueHead();
     if (head) await this.execute(head);
-    await this.flushOutbox();
+    await this.outbox.flush();
     this.sql.exec(`DELETE FROM received WHERE at < ?`, Date.now() - RECEIVED_RETENTION_MS);
     this.sql.exec(`DELETE FROM finished WHERE at < ?`, Date.now() - RECEIVED_RETENTION_MS);
     await this.scheduleAlarm();
@@ -866,21 +862,12 @@ export class SessionActor extends DurableObject<Env> {
     entry: SessionRow | undefined,
     sessionKey: string,
   ): Promise<boolean> {
-    const payload = this.deliveryPayload(deliveryId, out, route, entry, sessionKey);
+    const payload = this.outbox.payload(deliveryId, out, route, entry, sessionKey);
     if (!payload) return false;
     await writeBatch(this.env, [insertDeliveryStatement(this.env, deliveryRow(payload))]);
-    this.addToOutbox(payload);
+    this.outbox.add(payload);
     await this.scheduleAlarm();
     return true;
-  }
-
-  private addToOutbox(payload: DeliveryPayload): void {
-    this.sql.exec(
-      `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)`,
-      payload.deliveryId,
-      JSON.stringify(payload),
-      Date.now(),
-    );
   }
 
   private async finalize(
@@ -897,7 +884,7 @@ export class SessionActor extends DurableObject<Env> {
       const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
       const payload =
         out && route
-          ? this.deliveryPayload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
+          ? this.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
           : undefined;
       const delivered = out && route && !payload ? false : null;
       // One round trip: the final reply, the delivery's outbox row, the run's outcome, the entry.
@@ -922,7 +909,7 @@ export class SessionActor extends DurableObject<Env> {
         ...(entry ? [upsertSessionStatement(env, entry)] : []),
       ]);
       // One synchronous step: the local retry row and the marker that it exists.
-      if (payload) this.addToOutbox(payload);
+      if (payload) this.outbox.add(payload);
       progress.delivery = { delivered };
       this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
     }
@@ -1147,122 +1134,10 @@ export class SessionActor extends DurableObject<Env> {
     this.waiters.delete(outcome.runId);
     for (const resolve of set ?? []) resolve(outcome);
   }
-
-  // -------------------------------------------------------------------------------------------
-  // Delivery outbox
-
-  /**
-   * Writes the D1 outbox row for a delivery unless send policy blocks it (then returns
-   * undefined; the reply stays in the transcript, marked not delivered on the run).
-   */
-  /** The delivery to make, or undefined when send policy blocks it (the reply stays in the transcript). */
-  private deliveryPayload(
-    deliveryId: string,
-    out: { kind: DeliveryKind; text: string },
-    route: DeliveryContext & { replyToMessageId?: string },
-    entry: SessionRow | undefined,
-    sessionKey: string,
-  ): DeliveryPayload | undefined {
-    const { chatType, thread } = chatTypeOfKey(sessionKey, !!route.threadId);
-    const verdict = evaluateSendPolicy(
-      {
-        key: sessionKey,
-        channel: entry?.channel ?? route.channel,
-        chatType,
-        thread,
-        override: entry?.sendPolicy,
-      },
-      this.config.session.sendPolicy,
-    );
-    if (verdict === "deny") return undefined;
-    const payload: DeliveryPayload = {
-      deliveryId,
-      kind: out.kind,
-      sessionKey,
-      channel: route.channel,
-      accountId: route.accountId,
-      to: route.to,
-      text: out.text,
-    };
-    if (route.threadId) payload.threadId = route.threadId;
-    if (route.replyToMessageId) payload.replyToMessageId = route.replyToMessageId;
-    return payload;
-  }
-
-  /** Attempts every due delivery once; failures are rescheduled with capped backoff. */
-  private async flushOutbox(): Promise<void> {
-    const now = Date.now();
-    const due = this.sql
-      .exec<OutboxRow>(`SELECT * FROM outbox WHERE next_at <= ? ORDER BY next_at LIMIT 20`, now)
-      .toArray();
-    const cfg = this.config.delivery;
-    for (const row of due) {
-      const payload = JSON.parse(row.payload) as DeliveryPayload;
-      const attempt = await postDelivery(payload, this.config, this.env);
-      const attempts = row.attempts + 1;
-      const at = Date.now();
-      if (attempt.ok) {
-        this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
-        await updateDelivery(this.env, row.delivery_id, {
-          status: "delivered",
-          attempts,
-          deliveredAt: at,
-          updatedAt: at,
-          nextAttemptAt: null,
-          lastError: null,
-        });
-      } else if (attempts >= cfg.maxAttempts) {
-        this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
-        await updateDelivery(this.env, row.delivery_id, {
-          status: "dead",
-          attempts,
-          updatedAt: at,
-          nextAttemptAt: null,
-          lastError: attempt.error,
-        });
-      } else {
-        const nextAt = at + retryDelayMs(attempts, cfg);
-        this.sql.exec(
-          `UPDATE outbox SET attempts = ?, next_at = ? WHERE delivery_id = ?`,
-          attempts,
-          nextAt,
-          row.delivery_id,
-        );
-        await updateDelivery(this.env, row.delivery_id, {
-          status: "retrying",
-          attempts,
-          updatedAt: at,
-          nextAttemptAt: nextAt,
-          lastError: attempt.error,
-        });
-      }
-    }
-  }
 }
 
 function hasToolCall(m: TranscriptMessage): boolean {
   return m.content.some((p) => p.type === "toolCall");
-}
-
-function deliveryRow(p: DeliveryPayload) {
-  const now = Date.now();
-  return {
-    deliveryId: p.deliveryId,
-    kind: p.kind,
-    sessionKey: p.sessionKey,
-    runId: p.deliveryId.split(":")[0] ?? null,
-    channel: p.channel,
-    accountId: p.accountId,
-    to: p.to,
-    threadId: p.threadId ?? null,
-    replyToMessageId: p.replyToMessageId ?? null,
-    text: p.text,
-    status: "pending",
-    attempts: 0,
-    nextAttemptAt: now,
-    createdAt: now,
-    updatedAt: now,
-  };
 }
 
 class AbortRun extends Error {

@@ -358,6 +358,38 @@ async function postInbound(m: SignedInbound): Promise<{ status: number; body: st
   return { status: res.status, body: await res.text() };
 }
 
+/**
+ * Sends every message at concurrency CONCURRENCY (bounded by CAP_MS.inbound) and records each
+ * ack's latency and status; `onSend` sees each message as it goes out.
+ */
+async function blastInbound(msgs: SignedInbound[], onSend?: (m: SignedInbound, t0: number) => void) {
+  const ackMs: number[] = [];
+  const statuses = new Map<number, number>();
+  const errorBodies: string[] = [];
+  const { done, elapsedMs } = await pool(
+    msgs.length,
+    CONCURRENCY,
+    performance.now() + CAP_MS.inbound,
+    async (i) => {
+      const m = msgs[i];
+      if (!m) return;
+      const t0 = performance.now();
+      onSend?.(m, t0);
+      try {
+        const r = await postInbound(m);
+        ackMs.push(performance.now() - t0);
+        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
+        if (r.status !== 202 && errorBodies.length < 3)
+          errorBodies.push(`${r.status} ${r.body.slice(0, 200)}`);
+      } catch (error) {
+        statuses.set(0, (statuses.get(0) ?? 0) + 1);
+        if (errorBodies.length < 3) errorBodies.push(String(error));
+      }
+    },
+  );
+  return { ackMs, statuses, errorBodies, done, elapsedMs };
+}
+
 async function d1(sql: string): Promise<Array<{ results: Record<string, unknown>[] }>> {
   const file = path.join(persistTo, "bench-seed.sql");
   writeFileSync(file, sql);
@@ -592,30 +624,9 @@ async function phaseInbound(): Promise<{ ackRps: number }> {
     }),
   );
   const sentAt = new Map<string, number>();
-  const ackMs: number[] = [];
-  const statuses = new Map<number, number>();
-  const errorBodies: string[] = [];
   const cpu0 = gatewayCpuSeconds();
-  const { done, elapsedMs } = await pool(
-    msgs.length,
-    CONCURRENCY,
-    performance.now() + CAP_MS.inbound,
-    async (i) => {
-      const m = msgs[i];
-      if (!m) return;
-      const t0 = performance.now();
-      sentAt.set(m.messageId, t0);
-      try {
-        const r = await postInbound(m);
-        ackMs.push(performance.now() - t0);
-        statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
-        if (r.status !== 202 && errorBodies.length < 3)
-          errorBodies.push(`${r.status} ${r.body.slice(0, 200)}`);
-      } catch (error) {
-        statuses.set(0, (statuses.get(0) ?? 0) + 1);
-        if (errorBodies.length < 3) errorBodies.push(String(error));
-      }
-    },
+  const { ackMs, statuses, errorBodies, done, elapsedMs } = await blastInbound(msgs, (m, t0) =>
+    sentAt.set(m.messageId, t0),
   );
   const accepted = statuses.get(202) ?? 0;
   const ackRps = (accepted / elapsedMs) * 1000;
@@ -1028,26 +1039,8 @@ async function phaseAcksParked(healthzRps: number): Promise<{ existing: number; 
         }),
       ),
     );
-    const ackMs: number[] = [];
-    const statuses = new Map<number, number>();
     const cpu0 = gatewayCpuSeconds();
-    const { done, elapsedMs } = await pool(
-      msgs.length,
-      CONCURRENCY,
-      performance.now() + CAP_MS.inbound,
-      async (i) => {
-        const m = msgs[i];
-        if (!m) return;
-        const t0 = performance.now();
-        try {
-          const r = await postInbound(m);
-          ackMs.push(performance.now() - t0);
-          statuses.set(r.status, (statuses.get(r.status) ?? 0) + 1);
-        } catch {
-          statuses.set(0, (statuses.get(0) ?? 0) + 1);
-        }
-      },
-    );
+    const { ackMs, statuses, done, elapsedMs } = await blastInbound(msgs);
     const cpu = gatewayCpuSeconds() - cpu0;
     const accepted = statuses.get(202) ?? 0;
     const ackRps = (accepted / elapsedMs) * 1000;

@@ -3,18 +3,10 @@
  * the tool loop and its transcript, token accounting, and provider retries and failures.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { type FakeConnector, startFakeConnector } from "./support/fake-connector.ts";
-import { type FakeModel, startFakeModel } from "./support/fake-model.ts";
-import {
-  CONNECTOR_SECRET,
-  connectorConfig,
-  directMessage,
-  GATEWAY_TOKEN,
-  type Gateway,
-  sleep,
-  startGateway,
-  waitFor,
-} from "./support/gateway.ts";
+import type { FakeConnector } from "./support/fake-connector.ts";
+import type { FakeModel } from "./support/fake-model.ts";
+import { directMessage, GATEWAY_TOKEN, type Gateway, sleep, waitFor } from "./support/gateway.ts";
+import { startWorld, type World } from "./support/world.ts";
 
 const RETRY_ATTEMPTS = 3;
 const RETRY_BASE_MS = 50;
@@ -29,29 +21,22 @@ interface Message {
   model?: string;
 }
 
+let world: World;
 let gw: Gateway;
 let connector: FakeConnector;
 let model: FakeModel;
 
 beforeAll(async () => {
-  [connector, model] = await Promise.all([startFakeConnector(CONNECTOR_SECRET), startFakeModel()]);
-  gw = await startGateway({
-    config: {
-      connectors: connectorConfig(connector.url),
-      session: { dmScope: "per-channel-peer" },
-      models: {
-        providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } },
-        retry: { attempts: RETRY_ATTEMPTS, baseDelayMs: RETRY_BASE_MS },
-      },
-      agents: { defaults: { model: "fake/test-model" } },
-      delivery: { maxAttempts: 3, baseDelayMs: 200, maxDelayMs: 1000 },
-    },
+  world = await startWorld({
+    retry: { attempts: RETRY_ATTEMPTS, baseDelayMs: RETRY_BASE_MS },
+    agents: { defaults: { model: "fake/test-model" } },
+    delivery: { maxAttempts: 3, baseDelayMs: 200, maxDelayMs: 1000 },
   });
+  ({ gw, connector, model } = world);
 });
 
 afterAll(async () => {
-  await gw?.dispose();
-  await Promise.all([connector?.close(), model?.close()]);
+  await world?.dispose();
 });
 
 beforeEach(() => {

@@ -6,17 +6,10 @@
  * uses the echo model so bursts are fast; the agent `slow` uses the scripted model.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type FakeConnector, startFakeConnector } from "./support/fake-connector.ts";
-import { type FakeModel, startFakeModel } from "./support/fake-model.ts";
-import {
-  CONNECTOR_SECRET,
-  connectorConfig,
-  directMessage,
-  type Gateway,
-  sleep,
-  startGateway,
-  waitFor,
-} from "./support/gateway.ts";
+import type { FakeConnector } from "./support/fake-connector.ts";
+import type { FakeModel } from "./support/fake-model.ts";
+import { directMessage, type Gateway, sleep, startGateway, waitFor } from "./support/gateway.ts";
+import { startWorld, type World } from "./support/world.ts";
 
 const MAX_ATTEMPTS = 5;
 const BASE_DELAY_MS = 200;
@@ -43,35 +36,28 @@ interface RunRow {
   reply?: string;
 }
 
+let world: World;
 let gw: Gateway;
 let connector: FakeConnector;
 let model: FakeModel;
 
 beforeAll(async () => {
-  [connector, model] = await Promise.all([startFakeConnector(CONNECTOR_SECRET), startFakeModel()]);
-  gw = await startGateway({
-    config: {
-      connectors: connectorConfig(connector.url),
-      session: { dmScope: "per-channel-peer" },
-      models: {
-        providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } },
-        retry: { attempts: 3, baseDelayMs: 50 },
-      },
-      agents: {
-        defaults: { model: "echo/echo" },
-        list: [
-          { id: "main", default: true },
-          { id: "slow", model: "fake/test-model" },
-        ],
-      },
-      delivery: { maxAttempts: MAX_ATTEMPTS, baseDelayMs: BASE_DELAY_MS, maxDelayMs: MAX_DELAY_MS },
+  world = await startWorld({
+    retry: { attempts: 3, baseDelayMs: 50 },
+    agents: {
+      defaults: { model: "echo/echo" },
+      list: [
+        { id: "main", default: true },
+        { id: "slow", model: "fake/test-model" },
+      ],
     },
+    delivery: { maxAttempts: MAX_ATTEMPTS, baseDelayMs: BASE_DELAY_MS, maxDelayMs: MAX_DELAY_MS },
   });
+  ({ gw, connector, model } = world);
 });
 
 afterAll(async () => {
-  await gw?.dispose();
-  await Promise.all([connector?.close(), model?.close()]);
+  await world?.dispose();
 });
 
 async function deliveriesOf(sessionKey: string): Promise<DeliveryRow[]> {
@@ -275,6 +261,7 @@ describe("a gateway killed mid-run", () => {
     const { persistTo, options } = gw;
     await gw.stop("SIGKILL");
     gw = await startGateway({ ...options, persistTo });
+    world.gw = gw; // disposed in afterAll
     // The killed gateway's request is gone; answering it now must change nothing.
     hang.release({ text: "a stale answer nobody is waiting for" });
 

@@ -4,7 +4,8 @@
  */
 import { vi } from "vitest";
 import { SIGNATURE_HEADER } from "../../src/auth/signature";
-import type { Delivered } from "./support";
+import type { TranscriptMessage } from "../../src/session/transcript";
+import { type Delivered, rpc } from "./support";
 
 export interface ModelRequest {
   system: string;
@@ -104,4 +105,25 @@ export function scriptedWorld(answer: (req: ModelRequest) => ModelAnswer) {
     });
   });
   return { delivered, requests, calls: () => calls, restore: () => spy.mockRestore() };
+}
+
+/** The connector the scripted world records (the same as TEST_CONFIG's telegram connector). */
+export const CONNECTORS = {
+  telegram: { deliverUrl: "https://connector.test/telegram", secretEnv: "DEV_CONNECTOR_SECRET" },
+};
+
+/** A telegram group session key and a signed-webhook body for it. */
+export const group = (id: string) => `agent:main:telegram:group:${id}`;
+export const groupMessage = (groupId: string, text: string) => ({
+  messageId: `m-${groupId}-${crypto.randomUUID()}`,
+  chatType: "group",
+  from: "u1",
+  groupId,
+  text,
+});
+
+/** The whole current transcript of a session (tool results included). */
+export async function history(sessionKey: string): Promise<TranscriptMessage[]> {
+  const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", { sessionKey, limit: 1000 });
+  return res.payload.messages;
 }

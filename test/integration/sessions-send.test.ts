@@ -1,22 +1,17 @@
 import { describe, expect, it } from "vitest";
 import type { TranscriptMessage } from "../../src/session/transcript";
-import { type ModelAnswer, type ModelRequest, SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
+import {
+  CONNECTORS,
+  group,
+  history,
+  type ModelAnswer,
+  type ModelRequest,
+  groupMessage as msg,
+  SCRIPTED_MODEL_CONFIG,
+  scriptedWorld,
+} from "./model-support";
 import { withActorConfig } from "./rpc-support";
-import { eventually, inbound, rpc, waitRun } from "./support";
-
-const group = (id: string) => `agent:main:telegram:group:${id}`;
-const msg = (groupId: string, text: string) => ({
-  messageId: `m-${groupId}-${crypto.randomUUID()}`,
-  chatType: "group",
-  from: "u1",
-  groupId,
-  text,
-});
-
-async function history(sessionKey: string): Promise<TranscriptMessage[]> {
-  const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", { sessionKey, limit: 1000 });
-  return res.payload.messages;
-}
+import { eventually, inbound, waitRun } from "./support";
 
 /** A: calls sessions_send when told to; everyone: answers, and plays the rounds as scripted. */
 function agentScript(opts: { rounds?: (req: ModelRequest) => string; announce?: string }) {
@@ -35,9 +30,7 @@ function agentScript(opts: { rounds?: (req: ModelRequest) => string; announce?: 
 async function setup(ids: string[], extra: Record<string, unknown> = {}) {
   const config = {
     ...SCRIPTED_MODEL_CONFIG,
-    connectors: {
-      telegram: { deliverUrl: "https://connector.test/telegram", secretEnv: "DEV_CONNECTOR_SECRET" },
-    },
+    connectors: CONNECTORS,
     tools: { sessions: { visibility: "agent" } },
     session: { agentToAgent: { maxPingPongTurns: 3 } },
     ...extra,

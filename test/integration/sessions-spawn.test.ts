@@ -6,26 +6,18 @@ import { runScheduled } from "../../src/cron/scheduled";
 import type { TranscriptMessage } from "../../src/session/transcript";
 import { sessionsSpawnTool } from "../../src/tools/sessions-spawn";
 import type { ToolContext } from "../../src/tools/types";
-import { type ModelAnswer, type ModelRequest, SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
+import {
+  CONNECTORS,
+  group,
+  history,
+  type ModelAnswer,
+  type ModelRequest,
+  groupMessage as msg,
+  SCRIPTED_MODEL_CONFIG,
+  scriptedWorld,
+} from "./model-support";
 import { withActorConfig } from "./rpc-support";
 import { eventually, inbound, rpc, waitRun } from "./support";
-
-const CONNECTORS = {
-  telegram: { deliverUrl: "https://connector.test/telegram", secretEnv: "DEV_CONNECTOR_SECRET" },
-};
-const group = (id: string) => `agent:main:telegram:group:${id}`;
-const msg = (groupId: string, text: string) => ({
-  messageId: `m-${groupId}-${crypto.randomUUID()}`,
-  chatType: "group",
-  from: "u1",
-  groupId,
-  text,
-});
-
-async function history(sessionKey: string): Promise<TranscriptMessage[]> {
-  return (await rpc<{ messages: TranscriptMessage[] }>("chat.history", { sessionKey, limit: 1000 })).payload
-    .messages;
-}
 
 function script(child: (req: ModelRequest) => ModelAnswer) {
   return (req: ModelRequest): ModelAnswer => {

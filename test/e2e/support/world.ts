@@ -1,0 +1,45 @@
+/**
+ * A gateway wired to a fake connector and a fake OpenAI-compatible model (provider `fake`),
+ * for suites that need all three. Start in `beforeAll`, `dispose()` in `afterAll`.
+ */
+import { type FakeConnector, startFakeConnector } from "./fake-connector.ts";
+import { type FakeModel, startFakeModel } from "./fake-model.ts";
+import { CONNECTOR_SECRET, connectorConfig, type Gateway, startGateway } from "./gateway.ts";
+
+export interface World {
+  /** Replace it when a test restarts the gateway, so `dispose()` stops the one running. */
+  gw: Gateway;
+  connector: FakeConnector;
+  model: FakeModel;
+  dispose(): Promise<void>;
+}
+
+export interface WorldConfig {
+  /** `models.retry`; the fake provider is added next to it. */
+  retry: { attempts: number; baseDelayMs: number };
+  agents: Record<string, unknown>;
+  delivery: Record<string, unknown>;
+}
+
+export async function startWorld(cfg: WorldConfig): Promise<World> {
+  const [connector, model] = await Promise.all([startFakeConnector(CONNECTOR_SECRET), startFakeModel()]);
+  const gw = await startGateway({
+    config: {
+      connectors: connectorConfig(connector.url),
+      session: { dmScope: "per-channel-peer" },
+      models: { providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } }, retry: cfg.retry },
+      agents: cfg.agents,
+      delivery: cfg.delivery,
+    },
+  });
+  const world: World = {
+    gw,
+    connector,
+    model,
+    async dispose() {
+      await world.gw.dispose();
+      await Promise.all([connector.close(), model.close()]);
+    },
+  };
+  return world;
+}

@@ -6,7 +6,7 @@
  * Given the same checkpoint the loop continues where it stopped: pending tool calls are run,
  * then the next model step. A model step cut off mid-call is simply made again.
  */
-import { generateText, type LanguageModel, type ToolSet, tool } from "ai";
+import { generateText, type LanguageModel, type Tool, type ToolSet, tool, zodSchema } from "ai";
 import { type ContentPart, type TranscriptMessage, textOf, toModelMessages } from "../session/transcript";
 import type { AgentTool, ToolContext } from "../tools/types";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
@@ -62,9 +62,26 @@ function pendingToolCalls(produced: TranscriptMessage[]): Array<Extract<ContentP
   );
 }
 
-function toolSet(tools: AgentTool[]): ToolSet {
+/**
+ * The AI SDK tool of each agent tool, made once. Given a bare zod schema the SDK converts it to
+ * JSON Schema on every model call; `zodSchema` is the same wrapper the SDK would build (same JSON
+ * Schema, same zod validation) and memoizes the conversion.
+ */
+const sdkTools = new WeakMap<AgentTool, Tool>();
+
+function sdkTool(t: AgentTool): Tool {
+  let made = sdkTools.get(t);
+  if (!made) {
+    made = tool({ description: t.description, inputSchema: zodSchema(t.schema) });
+    sdkTools.set(t, made);
+  }
+  return made;
+}
+
+/** The tools as the AI SDK takes them (exported for test/unit/tool-schemas.test.ts). */
+export function toolSet(tools: readonly AgentTool[]): ToolSet {
   const set: ToolSet = {};
-  for (const t of tools) set[t.name] = tool({ description: t.description, inputSchema: t.schema });
+  for (const t of tools) set[t.name] = sdkTool(t);
   return set;
 }
 

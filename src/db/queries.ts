@@ -3,9 +3,10 @@
  * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */
 import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, or, type SQL } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { TranscriptMessage } from "../session/transcript";
 import * as schema from "./schema";
+import { insertQuery, type Query, updateQuery } from "./writes";
 
 export type SessionRow = typeof schema.sessions.$inferSelect;
 export type RunRow = typeof schema.runs.$inferSelect;
@@ -27,14 +28,21 @@ export interface Origin {
   threadId?: string;
 }
 
+/** One drizzle instance per D1 binding: building one extracts the relational config of the whole schema. */
+const databases = new WeakMap<D1Database, DrizzleD1Database<typeof schema>>();
+
 export function database(env: Env) {
-  return drizzle(env.DB, { schema });
+  let db = databases.get(env.DB);
+  if (!db) {
+    db = drizzle(env.DB, { schema });
+    databases.set(env.DB, db);
+  }
+  return db;
 }
 
-/** A D1 statement from a drizzle query, so that writes of one step can share one `DB.batch`. */
-function statement(env: Env, query: { toSQL(): { sql: string; params: unknown[] } }): D1PreparedStatement {
-  const { sql, params } = query.toSQL();
-  return env.DB.prepare(sql).bind(...params);
+/** A D1 statement, so that writes of one step can share one `DB.batch` (SQL from ./writes). */
+function statement(env: Env, query: Query): D1PreparedStatement {
+  return env.DB.prepare(query.sql).bind(...query.params);
 }
 
 /** Runs writes in one round trip (D1 batches are atomic). */
@@ -48,22 +56,13 @@ export async function writeBatch(env: Env, statements: D1PreparedStatement[]): P
 
 export function upsertSessionStatement(env: Env, row: SessionRow): D1PreparedStatement {
   const { key: _key, ...rest } = row;
-  return statement(
-    env,
-    database(env)
-      .insert(schema.sessions)
-      .values(row)
-      .onConflictDoUpdate({ target: schema.sessions.key, set: rest }),
-  );
+  return statement(env, insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest }));
 }
 
 export function recordTranscriptStatement(env: Env, sessionId: string, sessionKey: string, now: number) {
   return statement(
     env,
-    database(env)
-      .insert(schema.transcripts)
-      .values({ sessionId, sessionKey, createdAt: now })
-      .onConflictDoNothing(),
+    insertQuery(schema.transcripts, { sessionId, sessionKey, createdAt: now }, "nothing"),
   );
 }
 
@@ -309,20 +308,18 @@ export async function messagesAfter(env: Env, sessionId: string, afterSeq: numbe
 // Runs
 
 export function insertRunStatement(env: Env, run: typeof schema.runs.$inferInsert): D1PreparedStatement {
-  return statement(env, database(env).insert(schema.runs).values(run).onConflictDoNothing());
+  return statement(env, insertQuery(schema.runs, run, "nothing"));
 }
 
 /** Creates the run row if missing and marks it running (one statement, idempotent). */
 export function startRunStatement(env: Env, run: typeof schema.runs.$inferInsert & { startedAt: number }) {
   return statement(
     env,
-    database(env)
-      .insert(schema.runs)
-      .values({ ...run, status: "running" })
-      .onConflictDoUpdate({
-        target: schema.runs.runId,
-        set: { status: "running", startedAt: run.startedAt },
-      }),
+    insertQuery(
+      schema.runs,
+      { ...run, status: "running" },
+      { target: schema.runs.runId, set: { status: "running", startedAt: run.startedAt } },
+    ),
   );
 }
 
@@ -331,7 +328,7 @@ export function updateRunStatement(
   runId: string,
   fields: Partial<Omit<typeof schema.runs.$inferInsert, "runId">>,
 ): D1PreparedStatement {
-  return statement(env, database(env).update(schema.runs).set(fields).where(eq(schema.runs.runId, runId)));
+  return statement(env, updateQuery(schema.runs, fields, { column: schema.runs.runId, value: runId }));
 }
 
 export async function updateRun(
@@ -357,7 +354,7 @@ export function insertDeliveryStatement(
   env: Env,
   row: typeof schema.deliveries.$inferInsert,
 ): D1PreparedStatement {
-  return statement(env, database(env).insert(schema.deliveries).values(row).onConflictDoNothing());
+  return statement(env, insertQuery(schema.deliveries, row, "nothing"));
 }
 
 export async function updateDelivery(
@@ -464,5 +461,5 @@ export function recordInboundStatement(
   env: Env,
   row: typeof schema.inbound.$inferInsert,
 ): D1PreparedStatement {
-  return statement(env, database(env).insert(schema.inbound).values(row).onConflictDoNothing());
+  return statement(env, insertQuery(schema.inbound, row, "nothing"));
 }

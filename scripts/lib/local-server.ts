@@ -41,6 +41,8 @@ export interface LocalServer {
   port: number;
   persistTo: string;
   pid: number;
+  /** The V8 inspector of the Worker (and its Durable Objects), for profiling. */
+  inspectorPort: number;
   /** Everything wrangler printed so far (when output is not inherited). */
   output(): string;
   stop(signal?: NodeJS.Signals): Promise<void>;
@@ -92,6 +94,7 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     const lines = Object.entries(opts.vars ?? {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`);
     writeFileSync(envFile, `${lines.join("\n")}\n`);
   }
+  const inspectorPort = await freePort();
   const args = [
     "dev",
     "--ip",
@@ -103,7 +106,7 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     "--env-file",
     envFile,
     "--inspector-port",
-    String(await freePort()),
+    String(inspectorPort),
     "--show-interactive-dev-session=false",
     // Lets tests and operators fire the cron handler: GET /__scheduled?cron=*+*+*+*+*
     "--test-scheduled",
@@ -153,5 +156,5 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     await stop("SIGKILL");
     throw new Error(`${error instanceof Error ? error.message : error}\n${output}`);
   }
-  return { url, port, persistTo, pid: child.pid ?? 0, output: () => output, stop };
+  return { url, port, persistTo, pid: child.pid ?? 0, inspectorPort, output: () => output, stop };
 }

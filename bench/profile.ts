@@ -1,0 +1,203 @@
+/**
+ * `npm run profile`: a V8 CPU profile of the gateway (Worker + Durable Objects share one
+ * isolate under `wrangler dev`) while it takes inbound messages, summarised by self time per
+ * function and per module. Writes the raw profile to a .cpuprofile file (open it in Chrome
+ * DevTools → Performance). 127.0.0.1 only, bounded counts.
+ *
+ *   npm run profile -- [count=500] [new|existing|parked]
+ *     new       every message opens a new session (default)
+ *     existing  every message goes to one of the sessions the warm-up created
+ */
+
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import WebSocket from "ws";
+import { type LocalServer, startLocalServer } from "../scripts/lib/local-server.ts";
+import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
+
+const COUNT = Math.min(Number(process.argv[2] ?? 500) || 500, 5000);
+const MODE = process.argv[3] ?? "new";
+const CONCURRENCY = 32;
+const TOKEN = "profile-token";
+const SECRET = "profile-connector-secret";
+
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface Profile {
+  nodes: ProfileNode[];
+  startTime: number;
+  endTime: number;
+  samples: number[];
+  timeDeltas: number[];
+}
+
+function log(msg: string) {
+  process.stderr.write(`[profile] ${msg}\n`);
+}
+
+async function inspector(port: number) {
+  const targets = (await (await fetch(`http://127.0.0.1:${port}/json`)).json()) as Array<{
+    webSocketDebuggerUrl: string;
+    title?: string;
+  }>;
+  const target = targets[0];
+  if (!target) throw new Error("no inspector target");
+  const ws = new WebSocket(target.webSocketDebuggerUrl);
+  await new Promise((resolve, reject) => {
+    ws.on("open", resolve);
+    ws.on("error", reject);
+  });
+  let next = 1;
+  const pending = new Map<number, (v: unknown) => void>();
+  ws.on("message", (data) => {
+    const msg = JSON.parse(String(data)) as { id?: number; result?: unknown };
+    if (msg.id !== undefined) pending.get(msg.id)?.(msg.result);
+  });
+  const call = <T>(method: string, params: Record<string, unknown> = {}) =>
+    new Promise<T>((resolve) => {
+      const id = next++;
+      pending.set(id, resolve as (v: unknown) => void);
+      ws.send(JSON.stringify({ id, method, params }));
+    });
+  return { call, close: () => ws.close() };
+}
+
+function summarise(profile: Profile) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const self = new Map<number, number>();
+  for (let i = 0; i < profile.samples.length; i++) {
+    const id = profile.samples[i] ?? 0;
+    self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  }
+  const total = profile.endTime - profile.startTime;
+  const fn = new Map<string, number>();
+  const mod = new Map<string, number>();
+  for (const [id, us] of self) {
+    const n = byId.get(id);
+    if (!n) continue;
+    const { functionName, url, lineNumber } = n.callFrame;
+    const file = url.replace(/^.*\/(node_modules\/)?/, "");
+    const pkg =
+      /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1] ??
+      (url ? url.split("/").slice(-2).join("/") : functionName);
+    fn.set(
+      `${functionName || "(anonymous)"} ${file}:${lineNumber + 1}`,
+      (fn.get(`${functionName || "(anonymous)"} ${file}:${lineNumber + 1}`) ?? 0) + us,
+    );
+    mod.set(pkg, (mod.get(pkg) ?? 0) + us);
+  }
+  const top = (m: Map<string, number>, k: number) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, k)
+      .map(
+        ([name, us]) =>
+          `${(us / 1000).toFixed(1).padStart(9)} ms ${((us / total) * 100).toFixed(1).padStart(5)}%  ${name}`,
+      );
+  return { total, fns: top(fn, 45), mods: top(mod, 25) };
+}
+
+async function main() {
+  let delivered = 0;
+  let waiter: (() => void) | undefined;
+  const connector = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      delivered++;
+      waiter?.();
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+    });
+  });
+  await new Promise<void>((r) => connector.listen(0, "127.0.0.1", r));
+  const address = connector.address();
+  const connectorPort = typeof address === "object" && address ? address.port : 0;
+  const server: LocalServer = await startLocalServer({
+    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
+    config: {
+      session: { dmScope: "per-channel-peer", queue: { cap: 1000 } },
+      connectors: {
+        telegram: { deliverUrl: `http://127.0.0.1:${connectorPort}/deliver`, secretEnv: "CONNECTOR_SECRET" },
+      },
+    },
+  });
+  log(`gateway ${server.url} pid ${server.pid} inspector ${server.inspectorPort}`);
+  const post = async (id: string, from: string) => {
+    const body = JSON.stringify({
+      messageId: id,
+      chatType: "direct",
+      from,
+      to: "bot",
+      text: `hi ${id}`,
+      timestamp: Date.now(),
+    });
+    const res = await fetch(`${server.url}/hooks/inbound/telegram`, {
+      method: "POST",
+      headers: { "content-type": "application/json", [SIGNATURE_HEADER]: await signBody(SECRET, body) },
+      body,
+    });
+    await res.text();
+    if (res.status !== 202) throw new Error(`inbound ${res.status}`);
+  };
+  const blast = async (n: number, make: (i: number) => [string, string]) => {
+    let i = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (i < n) {
+          const [id, from] = make(i++);
+          await post(id, from);
+        }
+      }),
+    );
+    return performance.now() - t0;
+  };
+  const until = async (target: number, capMs: number) => {
+    const deadline = performance.now() + capMs;
+    while (delivered < target && performance.now() < deadline)
+      await new Promise<void>((r) => {
+        waiter = r;
+        setTimeout(r, 200);
+      });
+  };
+  try {
+    const warm = 200;
+    await blast(warm, (i) => [`warm-${i}`, `peer-${i % 200}`]);
+    await until(warm, 60_000);
+    const insp = await inspector(server.inspectorPort);
+    await insp.call("Profiler.enable");
+    await insp.call("Profiler.setSamplingInterval", { interval: 200 });
+    await insp.call("Profiler.start");
+    const before = delivered;
+    const ackMs = await blast(COUNT, (i) => [`m-${i}`, MODE === "existing" ? `peer-${i % 200}` : `new-${i}`]);
+    await until(before + COUNT, 120_000);
+    const allMs = performance.now();
+    const { profile } = await insp.call<{ profile: Profile }>("Profiler.stop");
+    insp.close();
+    const dir = mkdtempSync(path.join(tmpdir(), "switchboard-profile-"));
+    const file = path.join(dir, `inbound-${MODE}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    const s = summarise(profile);
+    console.log(
+      `${COUNT} messages (${MODE}): acks ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${delivered - before} delivered; profile ${(s.total / 1000).toFixed(0)} ms`,
+    );
+    console.log(
+      `per message: ${(s.total / 1000 / COUNT).toFixed(2)} ms of isolate time sampled (idle included)`,
+    );
+    console.log("\nself time by module:");
+    for (const l of s.mods) console.log(l);
+    console.log("\nself time by function:");
+    for (const l of s.fns) console.log(l);
+    console.log(`\nraw profile: ${file}`);
+    void allMs;
+  } finally {
+    await server.stop();
+    connector.close();
+  }
+}
+
+await main();

@@ -229,7 +229,12 @@ export class SessionActor extends DurableObject<Env> {
       if (this.kvGet("entry_loaded")) return;
       const row = await getSession(this.env, sessionKey);
       this.kvSet("key", sessionKey);
-      if (row && !this.entry()) this.saveEntry(row);
+      if (row && !this.entry()) {
+        this.saveEntry(row);
+        // Written before this actor existed (seeded, imported, or this actor's storage was
+        // lost): its transcript may hold context the next turn must load.
+        this.markHistory(row.sessionId);
+      }
       this.kvSet("entry_loaded", "1");
     });
   }

@@ -1,9 +1,11 @@
 /**
- * A SessionActor's delivery outbox (SPEC §14). Every delivery is written to D1 first (the
- * `deliveries` row that `deliveries.list` shows), then to this local table, which drives the
- * attempts: due rows are POSTed on the actor's alarm, failures are rescheduled with capped
- * exponential backoff and end `dead` after `delivery.maxAttempts`. Send policy (SPEC §9) is
- * decided here, when a delivery is made.
+ * A SessionActor's delivery outbox (SPEC §14). This local table drives the attempts: due rows
+ * are POSTed on the actor's alarm, failures are rescheduled with capped exponential backoff and
+ * end `dead` after `delivery.maxAttempts`, and each attempt's outcome is written to the D1
+ * `deliveries` row that `deliveries.list` shows. A run's reply is attempted as soon as it is
+ * added, and its D1 row is first written with that attempt's outcome (the run's finalize
+ * batch); other deliveries are written to D1 before they are added here. Send policy (SPEC §9)
+ * is decided here, when a delivery is made.
  */
 import type { Config } from "../config/schema";
 import { type DeliveryContext, type SessionRow, updateDelivery } from "../db/queries";
@@ -65,7 +67,7 @@ export class DeliveryOutbox {
     return payload;
   }
 
-  /** Adds the local retry row (after the D1 row exists); adding the same delivery twice is a no-op. */
+  /** Adds the local retry row; adding the same delivery twice is a no-op. */
   add(payload: DeliveryPayload): void {
     this.sql.exec(
       `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)`,
@@ -81,55 +83,79 @@ export class DeliveryOutbox {
     return next ?? undefined;
   }
 
-  /** Attempts every due delivery once; failures are rescheduled with capped backoff. */
-  async flush(): Promise<void> {
-    const now = Date.now();
+  /**
+   * Attempts every due delivery once; failures are rescheduled with capped backoff. Deliveries
+   * of `ownedBy` (a run still being finalized, whose D1 row is not written yet) are left to it.
+   */
+  async flush(ownedBy?: string): Promise<void> {
+    const prefix = ownedBy ? `${ownedBy}:` : "";
     const due = this.sql
-      .exec<OutboxRow>(`SELECT * FROM outbox WHERE next_at <= ? ORDER BY next_at LIMIT ?`, now, FLUSH_BATCH)
+      .exec<OutboxRow>(
+        `SELECT * FROM outbox WHERE next_at <= ? AND (? = '' OR substr(delivery_id, 1, length(?)) != ?)
+         ORDER BY next_at LIMIT ?`,
+        Date.now(),
+        prefix,
+        prefix,
+        prefix,
+        FLUSH_BATCH,
+      )
       .toArray();
-    const config = this.config();
-    const env = this.env();
     for (const row of due) {
-      const attempt = await postDelivery(JSON.parse(row.payload) as DeliveryPayload, config, env);
-      const attempts = row.attempts + 1;
-      const at = Date.now();
-      if (attempt.ok) {
-        this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
-        await updateDelivery(env, row.delivery_id, {
-          status: "delivered",
-          attempts,
-          deliveredAt: at,
-          updatedAt: at,
-          nextAttemptAt: null,
-          lastError: null,
-        });
-      } else if (attempts >= config.delivery.maxAttempts) {
-        this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
-        await updateDelivery(env, row.delivery_id, {
-          status: "dead",
-          attempts,
-          updatedAt: at,
-          nextAttemptAt: null,
-          lastError: attempt.error,
-        });
-      } else {
-        const nextAt = at + retryDelayMs(attempts, config.delivery);
-        this.sql.exec(
-          `UPDATE outbox SET attempts = ?, next_at = ? WHERE delivery_id = ?`,
-          attempts,
-          nextAt,
-          row.delivery_id,
-        );
-        await updateDelivery(env, row.delivery_id, {
-          status: "retrying",
-          attempts,
-          updatedAt: at,
-          nextAttemptAt: nextAt,
-          lastError: attempt.error,
-        });
-      }
+      const state = await this.attemptRow(row);
+      await updateDelivery(this.env(), row.delivery_id, state);
     }
   }
+
+  /**
+   * Makes the first attempt of a delivery just added, so that the run's finalize batch can
+   * write the `deliveries` row with its outcome instead of a second round trip after the POST.
+   * Undefined when the row is gone (an earlier flush already settled it).
+   */
+  async attemptNow(deliveryId: string): Promise<AttemptState | undefined> {
+    const row = this.sql
+      .exec<OutboxRow>(`SELECT * FROM outbox WHERE delivery_id = ?`, deliveryId)
+      .toArray()[0];
+    return row ? this.attemptRow(row) : undefined;
+  }
+
+  /** One POST; the local row is removed when settled or rescheduled with capped backoff. */
+  private async attemptRow(row: OutboxRow): Promise<AttemptState> {
+    const config = this.config();
+    const attempt = await postDelivery(JSON.parse(row.payload) as DeliveryPayload, config, this.env());
+    const attempts = row.attempts + 1;
+    const at = Date.now();
+    if (attempt.ok || attempts >= config.delivery.maxAttempts) {
+      this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
+      return attempt.ok
+        ? {
+            status: "delivered",
+            attempts,
+            deliveredAt: at,
+            updatedAt: at,
+            nextAttemptAt: null,
+            lastError: null,
+          }
+        : { status: "dead", attempts, updatedAt: at, nextAttemptAt: null, lastError: attempt.error };
+    }
+    const nextAt = at + retryDelayMs(attempts, config.delivery);
+    this.sql.exec(
+      `UPDATE outbox SET attempts = ?, next_at = ? WHERE delivery_id = ?`,
+      attempts,
+      nextAt,
+      row.delivery_id,
+    );
+    return { status: "retrying", attempts, updatedAt: at, nextAttemptAt: nextAt, lastError: attempt.error };
+  }
+}
+
+/** A delivery's state after an attempt, as the `deliveries` row records it. */
+export interface AttemptState {
+  status: "delivered" | "retrying" | "dead";
+  attempts: number;
+  updatedAt: number;
+  nextAttemptAt: number | null;
+  lastError: string | null;
+  deliveredAt?: number;
 }
 
 /** The D1 `deliveries` row of a new delivery. */

@@ -47,7 +47,7 @@ import {
   writeBatch,
 } from "../db/queries";
 import type { DeliveryKind } from "../delivery/deliver";
-import { DeliveryOutbox, deliveryRow } from "../delivery/outbox";
+import { type AttemptState, DeliveryOutbox, deliveryRow } from "../delivery/outbox";
 import { chatTypeOfKey } from "../keys/session-key";
 import { toolsForSession } from "../tools/registry";
 import { entryInitOf, newSessionRow } from "./entry-init";
@@ -91,6 +91,12 @@ interface QueuedRun {
   sessionId: string;
   /** Set when this run is the greeting turn of a bare reset trigger. */
   greeting?: boolean;
+  /**
+   * Set when the run was enqueued on an idle actor and the enqueue batch already stored what
+   * the run start writes (the run marked running, the entry, the inputs), so the run skips that
+   * round trip. `hadHistory` is whether the transcript had older messages before the inputs.
+   */
+  prestarted?: { startedAt: number; hadHistory: boolean };
 }
 
 interface RunProgress {
@@ -98,7 +104,9 @@ interface RunProgress {
   loop: RunCheckpoint;
   /** Present once the run has ended and is being finalized (idempotent re-entry). */
   outcome?: RunOutcome;
-  /** Set in the same storage step as the outbox row, so a re-entered finalize never queues twice. */
+  /** The first attempt of the run's delivery (null: an earlier flush had settled it). */
+  attempt?: AttemptState | null;
+  /** Set once the finalize batch is written, so a re-entered finalize never writes it twice. */
   delivery?: { delivered: boolean | null };
   /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
   continued?: boolean;
@@ -117,6 +125,18 @@ const DEFAULT_SYSTEM_PROMPT =
   "You are a helpful assistant reached through a chat gateway. Answer concisely and use tools when they help.";
 const GREETING_TEXT =
   "The session was just reset. Greet the user in one short sentence and confirm the fresh start.";
+
+/** The transcript messages of a run's inputs; ids derive from the run id, so appends are idempotent. */
+function inputMessages(runId: string, inputs: RunInput[]): TranscriptMessage[] {
+  return inputs.map((input, i) => ({
+    id: `${runId}:u${i}`,
+    role: "user",
+    content: [{ type: "text", text: input.text }],
+    timestamp: input.timestamp,
+    runId,
+    provenance: input.provenance,
+  }));
+}
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
 function isUniqueViolation(error: unknown): boolean {
@@ -377,6 +397,8 @@ export class SessionActor extends DurableObject<Env> {
         ? (JSON.parse(tail.spec) as QueuedRun)
         : undefined;
 
+    // Nothing running or waiting: this run is next, so its start is written with the enqueue.
+    const idle = !this.current && !this.queueHead();
     let runId = req.runId;
     if (
       collectInto &&
@@ -386,6 +408,8 @@ export class SessionActor extends DurableObject<Env> {
     ) {
       collectInto.req.inputs.push(...inputs);
       if (req.route) collectInto.req.route = req.route;
+      // The merged inputs are stored when the run starts, with the others.
+      delete collectInto.prestarted;
       this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(collectInto), tail.pos);
       runId = tail.run_id;
     } else {
@@ -404,7 +428,7 @@ export class SessionActor extends DurableObject<Env> {
         JSON.stringify(queued),
         now,
       );
-      entry.runStatus = this.current ? "running" : "queued";
+      entry.runStatus = this.current || idle ? "running" : "queued";
     }
     this.saveEntry(entry);
     const result = {
@@ -421,14 +445,40 @@ export class SessionActor extends DurableObject<Env> {
       JSON.stringify(result),
       now,
     );
+    const prestart =
+      idle && runId === req.runId
+        ? { startedAt: now, hadHistory: this.hasHistory(entry.sessionId) }
+        : undefined;
     const alarmSet = this.scheduleAlarm();
     // --- end of critical section ----------------------------------------------------------
 
     // Write-through to D1 so the session and run are visible at once. If this fails the run
     // still executes (it repeats these idempotent writes when it starts).
     await alarmSet;
-    await this.writeThrough(entry, runId, req, entry.sessionId, now);
+    await this.writeThrough(entry, runId, req, entry.sessionId, now, prestart && inputs);
+    if (prestart) this.markPrestarted(runId, entry.sessionId, inputs.length, prestart);
     return waitingOn.length ? { ...result, waitingOn } : result;
+  }
+
+  /**
+   * Records that the enqueue batch stored the run's start, unless the run has started or taken
+   * more inputs (collect mode) while the batch was in flight.
+   */
+  private markPrestarted(
+    runId: string,
+    sessionId: string,
+    inputCount: number,
+    prestart: NonNullable<QueuedRun["prestarted"]>,
+  ) {
+    const row = this.sql
+      .exec<QueueRow>(`SELECT * FROM queue WHERE run_id = ? AND checkpoint IS NULL`, runId)
+      .toArray()[0];
+    if (!row) return;
+    const spec = JSON.parse(row.spec) as QueuedRun;
+    if (spec.req.inputs.length !== inputCount) return;
+    spec.prestarted = prestart;
+    this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(spec), row.pos);
+    this.markHistory(sessionId);
   }
 
   private async writeThrough(
@@ -437,22 +487,32 @@ export class SessionActor extends DurableObject<Env> {
     req: EnqueueRequest,
     sessionId: string,
     now: number,
+    /** The inputs of a run that starts at once: stored now, with the run marked running. */
+    startingWith?: RunInput[] | false,
   ) {
     const env = this.env;
-    const statements = [
-      upsertSessionStatement(env, entry),
-      recordTranscriptStatement(env, sessionId, entry.key, now),
-      insertRunStatement(env, {
-        runId,
-        sessionKey: req.sessionKey,
-        sessionId,
-        trigger: req.trigger,
-        status: "queued",
-        createdAt: now,
-        deliver: req.deliver,
-        idempotencyKey: req.idempotencyKey ?? null,
-      }),
-    ];
+    const run = {
+      runId,
+      sessionKey: req.sessionKey,
+      sessionId,
+      trigger: req.trigger,
+      status: "queued",
+      createdAt: now,
+      deliver: req.deliver,
+      idempotencyKey: req.idempotencyKey ?? null,
+    };
+    const statements = startingWith
+      ? [
+          upsertSessionStatement(env, { ...entry, runStatus: "running" }),
+          recordTranscriptStatement(env, sessionId, entry.key, now),
+          startRunStatement(env, { ...run, startedAt: now }),
+          ...appendMessageStatements(env, sessionId, inputMessages(runId, startingWith)),
+        ]
+      : [
+          upsertSessionStatement(env, entry),
+          recordTranscriptStatement(env, sessionId, entry.key, now),
+          insertRunStatement(env, run),
+        ];
     if (req.inbound) {
       statements.push(
         recordInboundStatement(env, {
@@ -629,8 +689,10 @@ export class SessionActor extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     const key = this.kvGet("key");
     if (!key) return;
-    await this.outbox.flush();
     const head = this.queueHead();
+    // A run that started before this alarm may be between its first delivery attempt and its
+    // finalize batch: its delivery is finalize's to record, not the flush's.
+    await this.outbox.flush(head?.checkpoint ? head.run_id : undefined);
     if (head) await this.execute(head);
     await this.outbox.flush();
     this.sql.exec(`DELETE FROM received WHERE at < ?`, Date.now() - RECEIVED_RETENTION_MS);
@@ -643,7 +705,7 @@ export class SessionActor extends DurableObject<Env> {
     const runId = row.run_id;
     const progress: RunProgress = row.checkpoint
       ? (JSON.parse(row.checkpoint) as RunProgress)
-      : { startedAt: Date.now(), loop: emptyCheckpoint() };
+      : { startedAt: spec.prestarted?.startedAt ?? Date.now(), loop: emptyCheckpoint() };
     if (!row.checkpoint) {
       this.sql.exec(
         `UPDATE queue SET state = 'running', checkpoint = ? WHERE pos = ?`,
@@ -693,34 +755,30 @@ export class SessionActor extends DurableObject<Env> {
     try {
       const entry = this.entry();
       const agent = config.agents.list.find((a) => a.id === req.init.agentId);
-      const inputs: TranscriptMessage[] = req.inputs.map((input: RunInput, i: number) => ({
-        id: `${runId}:u${i}`,
-        role: "user",
-        content: [{ type: "text", text: input.text }],
-        timestamp: input.timestamp,
-        runId,
-        provenance: input.provenance,
-      }));
+      const inputs = inputMessages(runId, req.inputs);
+      const hadHistory = spec.prestarted?.hadHistory ?? this.hasHistory(spec.sessionId);
       // One round trip: the run is marked running (created if the enqueue write was lost), the
       // entry shows it, and the inputs are appended. On a resumed run this also re-appends what
       // the checkpoint holds; appends are idempotent by id, so stored messages are skipped.
-      const hadHistory = this.hasHistory(spec.sessionId);
-      await writeBatch(env, [
-        startRunStatement(env, {
-          runId,
-          sessionKey: req.sessionKey,
-          sessionId: spec.sessionId,
-          trigger: req.trigger,
-          status: "running",
-          createdAt: startedAt,
-          startedAt,
-          deliver: req.deliver,
-          idempotencyKey: req.idempotencyKey ?? null,
-        }),
-        ...(entry ? [upsertSessionStatement(env, { ...entry, runStatus: "running" })] : []),
-        ...appendMessageStatements(env, spec.sessionId, [...inputs, ...progress.loop.produced]),
-      ]);
-      this.markHistory(spec.sessionId);
+      // A run whose enqueue batch already did this (and that produced nothing yet) skips it.
+      if (!spec.prestarted || progress.loop.produced.length > 0) {
+        await writeBatch(env, [
+          startRunStatement(env, {
+            runId,
+            sessionKey: req.sessionKey,
+            sessionId: spec.sessionId,
+            trigger: req.trigger,
+            status: "running",
+            createdAt: startedAt,
+            startedAt,
+            deliver: req.deliver,
+            idempotencyKey: req.idempotencyKey ?? null,
+          }),
+          ...(entry ? [upsertSessionStatement(env, { ...entry, runStatus: "running" })] : []),
+          ...appendMessageStatements(env, spec.sessionId, [...inputs, ...progress.loop.produced]),
+        ]);
+        this.markHistory(spec.sessionId);
+      }
 
       const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
       const resolved = resolveModelRef(modelRef, config);
@@ -891,11 +949,27 @@ export class SessionActor extends DurableObject<Env> {
         out && route
           ? this.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
           : undefined;
-      const delivered = out && route && !payload ? false : null;
-      // One round trip: the final reply, the delivery's outbox row, the run's outcome, the entry.
+      // The reply goes out before the run is written to D1: the local outbox row makes it
+      // durable, the user gets it one round trip sooner, and the `deliveries` row below is
+      // written once with the outcome of this first attempt. A restart between the attempt and
+      // its checkpoint may repeat the POST (at least once; connectors dedupe by deliveryId).
+      if (payload && !progress.attempt) {
+        this.outbox.add(payload);
+        progress.attempt = (await this.outbox.attemptNow(payload.deliveryId)) ?? null;
+        this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
+      }
+      const attempt = progress.attempt ?? undefined;
+      // false: blocked by send policy or dead on its only attempt; null: still being retried.
+      const delivered =
+        out && route && !payload
+          ? false
+          : attempt
+            ? { delivered: true, dead: false, retrying: null }[attempt.status]
+            : null;
+      // One round trip: the final reply, the delivery and its first attempt, the run's outcome, the entry.
       await writeBatch(env, [
         ...appendMessageStatements(env, spec.sessionId, progress.loop.produced.slice(progress.stored ?? 0)),
-        ...(payload ? [insertDeliveryStatement(env, deliveryRow(payload))] : []),
+        ...(payload ? [insertDeliveryStatement(env, { ...deliveryRow(payload), ...attempt })] : []),
         updateRunStatement(env, row.run_id, {
           status: outcome.status,
           startedAt: outcome.startedAt ?? null,
@@ -913,8 +987,6 @@ export class SessionActor extends DurableObject<Env> {
         }),
         ...(entry ? [upsertSessionStatement(env, entry)] : []),
       ]);
-      // One synchronous step: the local retry row and the marker that it exists.
-      if (payload) this.outbox.add(payload);
       progress.delivery = { delivered };
       this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
     }

@@ -40,7 +40,7 @@ describe("inbound pipeline", () => {
 
     const run = await rpc("runs.get", { runId: ack.runId });
     expect(run.payload).toMatchObject({ status: "ok", reply: "echo: hello there", deliver: true });
-    expect(run.payload.delivered).toBeUndefined();
+    expect(run.payload.delivered).toBe(true);
     connector.restore();
   });
 });

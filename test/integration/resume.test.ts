@@ -31,12 +31,13 @@ async function breakD1After(sessionKey: string, okBatches: number) {
 type Msg = { id: string; role: string; content: Array<{ type: string; text?: string; name?: string }> };
 
 describe("run resumption", () => {
-  // Batches the actor writes for one inbound run with a tool call: 1 enqueue, 2 run start,
-  // 3 assistant tool call, 4 tool result, 5 finalize (final reply + outcome + delivery row).
+  // Batches the actor writes for one inbound run with a tool call on an idle session:
+  // 1 enqueue (which also starts the run), 2 assistant tool call, 3 tool result,
+  // 4 finalize (final reply + outcome + delivery row).
   for (const [name, okBatches] of [
-    ["after the tool call was checkpointed, before it was stored", 2],
-    ["after the tool result was checkpointed, before it was stored", 3],
-    ["after the final reply was checkpointed, before the finalize batch was stored", 4],
+    ["after the tool call was checkpointed, before it was stored", 1],
+    ["after the tool result was checkpointed, before it was stored", 2],
+    ["after the final reply was checkpointed, before the finalize batch was stored", 3],
   ] as const) {
     it(`finishes a run interrupted ${name}, with no duplicated rows and one delivery`, async () => {
       const connector = fakeConnector();

@@ -121,6 +121,7 @@ interface RunProgress {
 const SCHEMA_VERSION = 1;
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
+const SWEEP_INTERVAL_MS = 3_600_000;
 const DEFAULT_SYSTEM_PROMPT =
   "You are a helpful assistant reached through a chat gateway. Answer concisely and use tools when they help.";
 const GREETING_TEXT =
@@ -695,9 +696,17 @@ export class SessionActor extends DurableObject<Env> {
     await this.outbox.flush(head?.checkpoint ? head.run_id : undefined);
     if (head) await this.execute(head);
     await this.outbox.flush();
-    this.sql.exec(`DELETE FROM received WHERE at < ?`, Date.now() - RECEIVED_RETENTION_MS);
-    this.sql.exec(`DELETE FROM finished WHERE at < ?`, Date.now() - RECEIVED_RETENTION_MS);
+    this.sweepRetention();
     await this.scheduleAlarm();
+  }
+
+  /** Forgets old run ids (dedupe and wait records), at most hourly: each sweep scans both tables. */
+  private sweepRetention(): void {
+    const now = Date.now();
+    if (now - Number(this.kvGet("swept_at") ?? 0) < SWEEP_INTERVAL_MS) return;
+    this.sql.exec(`DELETE FROM received WHERE at < ?`, now - RECEIVED_RETENTION_MS);
+    this.sql.exec(`DELETE FROM finished WHERE at < ?`, now - RECEIVED_RETENTION_MS);
+    this.kvSet("swept_at", String(now));
   }
 
   private async execute(row: QueueRow): Promise<void> {

@@ -9,12 +9,12 @@
  *     existing  every message goes to one of the sessions the warm-up created
  */
 
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import WebSocket from "ws";
-import { type LocalServer, startLocalServer } from "../scripts/lib/local-server.ts";
+import { type LocalServer, scratchDir, startLocalServer } from "../scripts/lib/local-server.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 
 const COUNT = Math.min(Number(process.argv[2] ?? 500) || 500, 5000);
@@ -116,7 +116,9 @@ async function main() {
   await new Promise<void>((r) => connector.listen(0, "127.0.0.1", r));
   const address = connector.address();
   const connectorPort = typeof address === "object" && address ? address.port : 0;
+  const persistTo = scratchDir("switchboard-profile-");
   const server: LocalServer = await startLocalServer({
+    persistTo,
     vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
     config: {
       session: { dmScope: "per-channel-peer", queue: { cap: 1000 } },
@@ -175,7 +177,6 @@ async function main() {
     const before = delivered;
     const ackMs = await blast(COUNT, (i) => [`m-${i}`, MODE === "existing" ? `peer-${i % 200}` : `new-${i}`]);
     await until(before + COUNT, 120_000);
-    const allMs = performance.now();
     const { profile } = await insp.call<{ profile: Profile }>("Profiler.stop");
     insp.close();
     const dir = mkdtempSync(path.join(tmpdir(), "switchboard-profile-"));
@@ -193,10 +194,10 @@ async function main() {
     console.log("\nself time by function:");
     for (const l of s.fns) console.log(l);
     console.log(`\nraw profile: ${file}`);
-    void allMs;
   } finally {
     await server.stop();
     connector.close();
+    rmSync(persistTo, { recursive: true, force: true });
   }
 }
 

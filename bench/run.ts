@@ -26,6 +26,7 @@
  * directory, recursive CTEs generating rows inside SQLite); every measured request goes through
  * the public HTTP surface. The gateway runs from a snapshot of the working tree (see `root`), and
  * rows 1 and 3 also show the gateway's CPU time per request (Linux /proc, wrangler + workerd).
+ * Persistence lives on tmpfs when there is one (see scratchDir); the table says where.
  */
 import { execFile } from "node:child_process";
 import { createHmac } from "node:crypto";
@@ -44,7 +45,7 @@ import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
-import type { LocalServer } from "../scripts/lib/local-server.ts";
+import { type LocalServer, scratchDir } from "../scripts/lib/local-server.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
@@ -302,7 +303,7 @@ async function sourceRevision(): Promise<string> {
 
 let server: LocalServer | undefined;
 let connector: Connector | undefined;
-const persistTo = mkdtempSync(path.join(tmpdir(), "switchboard-bench-"));
+const persistTo = scratchDir("switchboard-bench-");
 
 function gw(): LocalServer {
   if (!server) throw new Error("server is not running");
@@ -1194,7 +1195,7 @@ function printReport(totalS: number): void {
   out.push("## Switchboard bench");
   out.push("");
   out.push(
-    `Local \`wrangler dev\` on 127.0.0.1, echo model, config \`session: { dmScope: "per-channel-peer", queue: { cap: ${QUEUE_CAP} }, agentToAgent: { maxPingPongTurns: 0 } }, gateway: { tools: { allow: ["sessions_send"] } }, tools: { sessions: { visibility } }\` (visibility \`all\` with \`tools.agentToAgent.enabled\` for phases 1-4 and 8, \`tree\` for 5-7, varied in 9) + a fake \`telegram\` connector; sources ${revision} (snapshot); ${process.platform}/${process.arch}, ${os.cpus().length} CPUs, Node ${process.version}, ${new Date().toISOString()}`,
+    `Local \`wrangler dev\` on 127.0.0.1, echo model, config \`session: { dmScope: "per-channel-peer", queue: { cap: ${QUEUE_CAP} }, agentToAgent: { maxPingPongTurns: 0 } }, gateway: { tools: { allow: ["sessions_send"] } }, tools: { sessions: { visibility } }\` (visibility \`all\` with \`tools.agentToAgent.enabled\` for phases 1-4 and 8, \`tree\` for 5-7, varied in 9) + a fake \`telegram\` connector; persistence in ${persistTo}${persistTo.startsWith("/dev/shm/") ? " (tmpfs)" : ""}; sources ${revision} (snapshot); ${process.platform}/${process.arch}, ${os.cpus().length} CPUs, Node ${process.version}, ${new Date().toISOString()}`,
   );
   out.push("");
   out.push("| # | Measure | Value | Detail |");

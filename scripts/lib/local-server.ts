@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -57,6 +57,27 @@ export async function freePort(): Promise<number> {
   server.close();
   await once(server, "close");
   return port;
+}
+
+/**
+ * A throwaway persistence directory for measurements, on tmpfs (/dev/shm) when the machine has
+ * one. Under `wrangler dev`, D1 and every Durable Object are SQLite files written and synced on
+ * workerd's single thread, so a slow disk's fsyncs stall every request there; production
+ * storage never blocks the isolate. `SWITCHBOARD_SCRATCH_DIR` picks another parent (e.g. /tmp,
+ * to measure on disk).
+ */
+export function scratchDir(prefix: string): string {
+  const shm = "/dev/shm";
+  let parent = process.env.SWITCHBOARD_SCRATCH_DIR;
+  if (!parent) {
+    try {
+      accessSync(shm, constants.W_OK);
+      parent = shm;
+    } catch {
+      parent = tmpdir();
+    }
+  }
+  return mkdtempSync(path.join(parent, prefix));
 }
 
 export async function applyLocalMigrations(persistTo: string | undefined): Promise<string> {

@@ -155,6 +155,7 @@ export class SessionActor extends DurableObject<Env> {
   private woken = false;
   /** Sessions the current run is waiting on (sessions_send); in memory: it describes live waits only. */
   private readonly waitingOn = new Map<string, number>();
+  private readonly kvCache = new Map<string, string | null>();
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -185,13 +186,25 @@ export class SessionActor extends DurableObject<Env> {
   // -------------------------------------------------------------------------------------------
   // Small storage helpers (synchronous DO SQLite)
 
+  /**
+   * kv reads are served from memory after the first: this instance is the only writer of its
+   * storage and every kv write goes through kvSet/kvDelete, so the copy cannot go stale.
+   */
   private kvGet(k: string): string | undefined {
-    const row = this.sql.exec<{ v: string }>(`SELECT v FROM kv WHERE k = ?`, k).toArray()[0];
-    return row?.v;
+    if (this.kvCache.has(k)) return this.kvCache.get(k) ?? undefined;
+    const v = this.sql.exec<{ v: string }>(`SELECT v FROM kv WHERE k = ?`, k).toArray()[0]?.v;
+    this.kvCache.set(k, v ?? null);
+    return v;
   }
 
   private kvSet(k: string, v: string): void {
     this.sql.exec(`INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v);
+    this.kvCache.set(k, v);
+  }
+
+  private kvDelete(k: string): void {
+    this.sql.exec(`DELETE FROM kv WHERE k = ?`, k);
+    this.kvCache.set(k, null);
   }
 
   private get config(): Config {
@@ -205,7 +218,7 @@ export class SessionActor extends DurableObject<Env> {
 
   private saveEntry(entry: SessionRow | undefined): void {
     if (entry) this.kvSet("entry", JSON.stringify(entry));
-    else this.sql.exec(`DELETE FROM kv WHERE k = 'entry'`);
+    else this.kvDelete("entry");
   }
 
   /** Whether this actor has appended to `sessionId` before (so a turn must load older context). */
@@ -219,6 +232,11 @@ export class SessionActor extends DurableObject<Env> {
 
   private queueRows(): QueueRow[] {
     return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos`).toArray();
+  }
+
+  /** Whether any run is queued or running (without reading its spec). */
+  private hasQueue(): boolean {
+    return this.sql.exec(`SELECT 1 FROM queue LIMIT 1`).toArray().length > 0;
   }
 
   private queueHead(): QueueRow | undefined {
@@ -261,7 +279,7 @@ export class SessionActor extends DurableObject<Env> {
   }
 
   private async scheduleAlarm(): Promise<void> {
-    if (this.queueHead()) return this.ctx.storage.setAlarm(Date.now());
+    if (this.hasQueue()) return this.ctx.storage.setAlarm(Date.now());
     const next = this.outbox.nextDue();
     if (next !== undefined) return this.ctx.storage.setAlarm(next);
     return this.ctx.storage.deleteAlarm();
@@ -399,7 +417,7 @@ export class SessionActor extends DurableObject<Env> {
         : undefined;
 
     // Nothing running or waiting: this run is next, so its start is written with the enqueue.
-    const idle = !this.current && !this.queueHead();
+    const idle = !this.current && !this.hasQueue();
     let runId = req.runId;
     if (
       collectInto &&

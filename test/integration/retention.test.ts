@@ -28,7 +28,8 @@ describe("run id retention in a SessionActor", () => {
       const now = Date.now();
       sql.exec(`INSERT INTO received (run_id, result, at) VALUES ('r-old', '{}', ?)`, now - 31 * DAY);
       sql.exec(`INSERT INTO received (run_id, result, at) VALUES ('r-recent', '{}', ?)`, now - DAY);
-      sql.exec(`DELETE FROM kv WHERE k = 'swept_at'`);
+      const kv = instance as unknown as { kvSet(k: string, v: string): void };
+      kv.kvSet("swept_at", "0");
       await instance.alarm();
       expect(ids(instance)).toEqual(["r-recent"]);
 
@@ -38,7 +39,7 @@ describe("run id retention in a SessionActor", () => {
       expect(ids(instance)).toEqual(["r-old2", "r-recent"]);
 
       // An hour later it does.
-      sql.exec(`UPDATE kv SET v = ? WHERE k = 'swept_at'`, String(now - 3_600_001));
+      kv.kvSet("swept_at", String(now - 3_600_001));
       await instance.alarm();
       expect(ids(instance)).toEqual(["r-recent"]);
     });

@@ -46,7 +46,7 @@ import {
   upsertSessionStatement,
   writeBatch,
 } from "../db/queries";
-import type { DeliveryKind } from "../delivery/deliver";
+import type { DeliveryKind, DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, DeliveryOutbox, deliveryRow } from "../delivery/outbox";
 import { chatTypeOfKey } from "../keys/session-key";
 import { toolsForSession } from "../tools/registry";
@@ -104,8 +104,11 @@ interface RunProgress {
   loop: RunCheckpoint;
   /** Present once the run has ended and is being finalized (idempotent re-entry). */
   outcome?: RunOutcome;
-  /** The first attempt of the run's delivery (null: an earlier flush had settled it). */
-  attempt?: AttemptState | null;
+  /**
+   * The run's delivery as first attempted, and that attempt (null: an earlier flush had
+   * settled it); a re-entered finalize records this payload instead of deciding again.
+   */
+  outgoing?: { payload: DeliveryPayload; attempt: AttemptState | null };
   /** Set once the finalize batch is written, so a re-entered finalize never writes it twice. */
   delivery?: { delivered: boolean | null };
   /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
@@ -447,7 +450,9 @@ export class SessionActor extends DurableObject<Env> {
         JSON.stringify(queued),
         now,
       );
-      entry.runStatus = this.current || idle ? "running" : "queued";
+      // Something is running or about to (the alarm starts the head at once; a prestarted
+      // head is already recorded as running).
+      entry.runStatus = "running";
     }
     this.saveEntry(entry);
     const result = {
@@ -477,6 +482,17 @@ export class SessionActor extends DurableObject<Env> {
     await this.writeThrough(entry, runId, req, entry.sessionId, now, prestart && inputs);
     if (prestart) this.markPrestarted(runId, entry.sessionId, inputs.length, prestart);
     return waitingOn.length ? { ...result, waitingOn } : result;
+  }
+
+  /** A message outside any run joined the transcript: a prestarted run must load its context. */
+  private historyChanged(sessionId: string): void {
+    for (const row of this.queueRows()) {
+      if (row.checkpoint) continue;
+      const spec = JSON.parse(row.spec) as QueuedRun;
+      if (spec.sessionId !== sessionId || !spec.prestarted || spec.prestarted.hadHistory) continue;
+      spec.prestarted.hadHistory = true;
+      this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(spec), row.pos);
+    }
   }
 
   /**
@@ -524,7 +540,8 @@ export class SessionActor extends DurableObject<Env> {
       ? [
           upsertSessionStatement(env, { ...entry, runStatus: "running" }),
           recordTranscriptStatement(env, sessionId, entry.key, now),
-          startRunStatement(env, { ...run, startedAt: now }),
+          // Insert only: applied late, it must never move a finished run back to running.
+          insertRunStatement(env, { ...run, status: "running", startedAt: now }),
           ...appendMessageStatements(env, sessionId, inputMessages(runId, startingWith)),
         ]
       : [
@@ -708,10 +725,14 @@ export class SessionActor extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     const key = this.kvGet("key");
     if (!key) return;
-    const head = this.queueHead();
     // A run that started before this alarm may be between its first delivery attempt and its
     // finalize batch: its delivery is finalize's to record, not the flush's.
-    await this.outbox.flush(head?.checkpoint ? head.run_id : undefined);
+    const started = this.sql
+      .exec<{ run_id: string }>(`SELECT run_id FROM queue WHERE checkpoint IS NOT NULL ORDER BY pos LIMIT 1`)
+      .toArray()[0];
+    await this.outbox.flush(started?.run_id);
+    // Read after the flush's awaits: a merge, abort or delete may have changed the queue.
+    const head = this.queueHead();
     if (head) await this.execute(head);
     await this.outbox.flush();
     this.sweepRetention();
@@ -973,19 +994,21 @@ export class SessionActor extends DurableObject<Env> {
       const out = this.outbound(req, outcome);
       const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
       const payload =
-        out && route
+        progress.outgoing?.payload ??
+        (out && route
           ? this.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
-          : undefined;
+          : undefined);
       // The reply goes out before the run is written to D1: the local outbox row makes it
       // durable, the user gets it one round trip sooner, and the `deliveries` row below is
       // written once with the outcome of this first attempt. A restart between the attempt and
       // its checkpoint may repeat the POST (at least once; connectors dedupe by deliveryId).
-      if (payload && !progress.attempt) {
+      if (payload && !progress.outgoing) {
         this.outbox.add(payload);
-        progress.attempt = (await this.outbox.attemptNow(payload.deliveryId)) ?? null;
+        const first = (await this.outbox.attemptNow(payload.deliveryId)) ?? null;
+        progress.outgoing = { payload, attempt: first };
         this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), row.pos);
       }
-      const attempt = progress.attempt ?? undefined;
+      const attempt = progress.outgoing?.attempt ?? undefined;
       // false: blocked by send policy or dead on its only attempt; null: still being retried.
       const delivered =
         out && route && !payload
@@ -1158,6 +1181,7 @@ export class SessionActor extends DurableObject<Env> {
       ]);
     }
     this.markHistory(entry.sessionId);
+    this.historyChanged(entry.sessionId);
     await appendMessages(this.env, entry.sessionId, [
       {
         id: a.id,

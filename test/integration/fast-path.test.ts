@@ -657,7 +657,7 @@ describe("inline first delivery: the reply is posted before the run's finalize b
    * the checkpoint holds that attempt, the outbox row waits for its retry. The connector is
    * back by the time the retried alarm resumes the run.
    */
-  async function failedFirstAttemptThenCrash(id: string) {
+  async function failedFirstAttemptThenCrash(id: string, beforeResume?: (key: string) => Promise<void>) {
     const w = world();
     restore = w.restore;
     const key = group(id);
@@ -675,6 +675,7 @@ describe("inline first delivery: the reply is posted before the run's finalize b
     expect(await deliveryOf(ack.runId)).toBeUndefined();
     w.connectorStatus = 200;
     await abortAllDurableObjects();
+    await beforeResume?.(key);
     await runDurableObjectAlarm(actor(key));
     expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
     await sleep(300);
@@ -696,10 +697,66 @@ describe("inline first delivery: the reply is posted before the run's finalize b
     ]);
   });
 
+  it("records the delivery it attempted even if send policy changed before the resume", async () => {
+    const { w, ack } = await failedFirstAttemptThenCrash("fp-deliver-resume-deny", async (key) => {
+      const patched = await rpc("sessions.patch", { key, sendPolicy: "deny" });
+      expect(patched.status).toBe(200);
+    });
+    // The reply was already on its way: its row exists and its retry is recorded on it.
+    expect(await deliveryOf(ack.runId)).toMatchObject({ status: "delivered", attempts: 2 });
+    expect(repliesTo(w, ack.runId)).toHaveLength(1);
+  });
+
   // On resume the alarm's flush leaves the delivery to the unfinished finalize, which records
   // the first attempt; the retry then updates the row it wrote.
   it("records the retried delivery as delivered when the run is resumed after a failed first attempt", async () => {
     const { ack } = await failedFirstAttemptThenCrash("fp-deliver-resume-row");
     expect(await deliveryOf(ack.runId)).toMatchObject({ status: "delivered", attempts: 2 });
+  });
+});
+
+describe("an alarm that flushes deliveries before it runs the queue", () => {
+  it("runs the head as it stands after the flush: a message merged in meanwhile is answered", async () => {
+    const w = world();
+    restore = w.restore;
+    const id = "fp-stale-head";
+    const key = group(id);
+    const warm = await send(id, "warm up");
+    await waitRun(warm.runId);
+    let holdAlarm = false;
+    await setupActor(key, w, {
+      config: scripted({ session: { queue: { mode: "collect" } } }),
+      holdAlarm: () => holdAlarm,
+    });
+
+    // A reply whose first attempt fails: its retry is due 50 ms later.
+    w.connectorStatus = 503;
+    const first = await send(id, "first");
+    await waitRun(first.runId);
+    expect(await deliveryOf(first.runId)).toMatchObject({ status: "retrying", attempts: 1 });
+
+    // The next alarm finds run A queued and that retry due; the retry's POST hangs.
+    holdAlarm = true;
+    w.connectorStatus = 200;
+    w.holdConnector = true;
+    const a = await send(id, "part one");
+    await sleep(80);
+    holdAlarm = false;
+    await eventually(async () => postsOf(w, first.runId) === 2);
+    // While the flush waits, a second message merges into A (collect mode).
+    const b = await send(id, "part two");
+    expect(b.runId).toBe(a.runId);
+    w.holdConnector = false;
+
+    expect((await waitRun(a.runId)).status).toBe("ok");
+    const transcript = await history(key);
+    expectNoDuplicates(transcript);
+    expect(transcript.map(line).slice(-3)).toEqual([
+      "user:part one",
+      "user:part two",
+      "assistant:re: part one | part two",
+    ]);
+    await eventually(async () => repliesTo(w, a.runId).length === 1);
+    expect(await deliveryOf(first.runId)).toMatchObject({ status: "delivered", attempts: 2 });
   });
 });

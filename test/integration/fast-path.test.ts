@@ -248,6 +248,23 @@ function expectNoDuplicates(messages: TranscriptMessage[]) {
   expect(new Set(messages.map((m) => m.id)).size).toBe(messages.length);
 }
 
+/** The run answered "part one" and "part two" together: stored once each, one reply, delivered once. */
+async function expectOneMergedReply(w: World, key: string, runId: string) {
+  expect(await waitRun(runId)).toMatchObject({ status: "ok" });
+  expect(await runOf(runId)).toMatchObject({ reply: "re: part one | part two" });
+  const transcript = await history(key);
+  expect(transcript.map(line)).toEqual([
+    "user:part one",
+    "user:part two",
+    "assistant:re: part one | part two",
+  ]);
+  expectNoDuplicates(transcript);
+  await eventually(async () => w.delivered.length === 1);
+  await sleep(200);
+  expect(w.delivered).toHaveLength(1);
+  expect(w.delivered[0]!.body).toMatchObject({ text: "re: part one | part two" });
+}
+
 const batches = (w: World) => w.events.filter((e) => e.startsWith("batch "));
 const postsOf = (w: World, runId: string) => w.events.filter((e) => e === `post ${runId}:reply`).length;
 const repliesTo = (w: World, runId: string) =>
@@ -370,19 +387,7 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
     ]);
 
     alarmHeld = false;
-    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
-    expect(await runOf(first.runId)).toMatchObject({ reply: "re: part one | part two" });
-    const transcript = await history(key);
-    expect(transcript.map(line)).toEqual([
-      "user:part one",
-      "user:part two",
-      "assistant:re: part one | part two",
-    ]);
-    expectNoDuplicates(transcript);
-    await eventually(async () => w.delivered.length === 1);
-    await sleep(200);
-    expect(w.delivered).toHaveLength(1);
-    expect(w.delivered[0]!.body).toMatchObject({ text: "re: part one | part two" });
+    await expectOneMergedReply(w, key, first.runId);
   });
 
   it("stores a message merged into a prestarted run in collect mode (the run start writes it)", async () => {
@@ -412,25 +417,13 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
     ]);
 
     alarmHeld = false;
-    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
-    expect(await runOf(first.runId)).toMatchObject({ reply: "re: part one | part two" });
+    await expectOneMergedReply(w, key, first.runId);
     expect(w.requests).toEqual([
       [
         { role: "user", text: "part one" },
         { role: "user", text: "part two" },
       ],
     ]);
-    const transcript = await history(key);
-    expect(transcript.map(line)).toEqual([
-      "user:part one",
-      "user:part two",
-      "assistant:re: part one | part two",
-    ]);
-    expectNoDuplicates(transcript);
-    await eventually(async () => w.delivered.length === 1);
-    await sleep(200);
-    expect(w.delivered).toHaveLength(1);
-    expect(w.delivered[0]!.body).toMatchObject({ text: "re: part one | part two" });
   });
 
   it("does not prestart a message that arrives while a run is running", async () => {

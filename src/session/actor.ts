@@ -536,19 +536,17 @@ export class SessionActor extends DurableObject<Env> {
       deliver: req.deliver,
       idempotencyKey: req.idempotencyKey ?? null,
     };
-    const statements = startingWith
-      ? [
-          upsertSessionStatement(env, { ...entry, runStatus: "running" }),
-          recordTranscriptStatement(env, sessionId, entry.key, now),
-          // Insert only: applied late, it must never move a finished run back to running.
-          insertRunStatement(env, { ...run, status: "running", startedAt: now }),
-          ...appendMessageStatements(env, sessionId, inputMessages(runId, startingWith)),
-        ]
-      : [
-          upsertSessionStatement(env, entry),
-          recordTranscriptStatement(env, sessionId, entry.key, now),
-          insertRunStatement(env, run),
-        ];
+    const statements = [
+      upsertSessionStatement(env, entry),
+      recordTranscriptStatement(env, sessionId, entry.key, now),
+      ...(startingWith
+        ? [
+            // Insert only: applied late, it must never move a finished run back to running.
+            insertRunStatement(env, { ...run, status: "running", startedAt: now }),
+            ...appendMessageStatements(env, sessionId, inputMessages(runId, startingWith)),
+          ]
+        : [insertRunStatement(env, run)]),
+    ];
     if (req.inbound) {
       statements.push(
         recordInboundStatement(env, {

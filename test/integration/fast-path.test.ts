@@ -168,6 +168,15 @@ async function setupActor(
   });
 }
 
+/** A fresh world for one test, with the actor of group `id` set up in it (see setupActor). */
+async function scene(id: string, opts: Parameters<typeof setupActor>[2] = {}) {
+  const w = world();
+  restore = w.restore;
+  const key = group(id);
+  await setupActor(key, w, opts);
+  return { w, key };
+}
+
 /** The specs of the runs in an actor's local queue (state and whether the run was prestarted). */
 async function queueSpecs(key: string) {
   return runInDurableObject(actor(key), (_instance, state) =>
@@ -278,13 +287,10 @@ afterEach(() => {
 
 describe("prestart: a run enqueued on an idle actor starts in the enqueue batch", () => {
   it("shows the run running with its input stored as soon as the message is accepted", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-idle";
-    const key = group(id);
     // The alarm waits for the 202, so the run cannot start before its enqueue batch is written.
     let alarmHeld = true;
-    await setupActor(key, w, { config: scripted(), holdAlarm: () => alarmHeld });
+    const { w, key } = await scene(id, { config: scripted(), holdAlarm: () => alarmHeld });
     w.holdModel = true;
 
     const ack = await send(id, "hello");
@@ -328,11 +334,8 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
   });
 
   it("loses no input when two messages reach an idle session at once in collect mode", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-collect-race";
-    const key = group(id);
-    await setupActor(key, w, { config: scripted({ session: { queue: { mode: "collect" } } }) });
+    const { w, key } = await scene(id, { config: scripted({ session: { queue: { mode: "collect" } } }) });
     w.holdModel = true;
 
     const texts = ["first of two", "second of two"];
@@ -362,13 +365,10 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
   });
 
   it("does not prestart a run that takes a second input while its enqueue batch is in flight", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-collect-inflight";
-    const key = group(id);
     let alarmHeld = true;
     let batchHeld = true;
-    await setupActor(key, w, {
+    const { w, key } = await scene(id, {
       config: scripted({ session: { queue: { mode: "collect" } } }),
       holdAlarm: () => alarmHeld,
       holdBatch: (n) => n === 0 && batchHeld,
@@ -391,12 +391,9 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
   });
 
   it("stores a message merged into a prestarted run in collect mode (the run start writes it)", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-collect-merge";
-    const key = group(id);
     let alarmHeld = true;
-    await setupActor(key, w, {
+    const { w, key } = await scene(id, {
       config: scripted({ session: { queue: { mode: "collect" } } }),
       holdAlarm: () => alarmHeld,
     });
@@ -427,11 +424,8 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
   });
 
   it("does not prestart a message that arrives while a run is running", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-busy";
-    const key = group(id);
-    await setupActor(key, w, { config: scripted() });
+    const { w, key } = await scene(id, { config: scripted() });
     w.holdModel = true;
 
     const first = await send(id, "first");
@@ -546,11 +540,8 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
 
 describe("inline first delivery: the reply is posted before the run's finalize batch", () => {
   it("posts the reply before the run is finalized and writes the delivery row once, delivered", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-deliver-up";
-    const key = group(id);
-    await setupActor(key, w, { config: scripted() });
+    const { w } = await scene(id, { config: scripted() });
     w.holdConnector = true;
 
     const ack = await send(id, "deliver me");
@@ -586,12 +577,9 @@ describe("inline first delivery: the reply is posted before the run's finalize b
   });
 
   it("records a failed first attempt as retrying, then delivers once on the retry", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-deliver-retry";
-    const key = group(id);
     // A retry delay long enough to look at the row before the retry.
-    await setupActor(key, w, {
+    const { w } = await scene(id, {
       config: scripted({ delivery: { maxAttempts: 3, baseDelayMs: 1000, maxDelayMs: 1000 } }),
     });
     w.connectorStatus = 503;
@@ -622,11 +610,8 @@ describe("inline first delivery: the reply is posted before the run's finalize b
   });
 
   it("marks the delivery dead on its only attempt and the run undelivered", async () => {
-    const w = world();
-    restore = w.restore;
     const id = "fp-deliver-dead";
-    const key = group(id);
-    await setupActor(key, w, {
+    const { w } = await scene(id, {
       config: scripted({ delivery: { maxAttempts: 1, baseDelayMs: 50, maxDelayMs: 200 } }),
     });
     w.connectorStatus = 500;

@@ -7,8 +7,9 @@
  * then the next model step. A model step cut off mid-call is simply made again.
  */
 import { generateText, type LanguageModel, type Tool, type ToolSet, tool, zodSchema } from "ai";
-import { type ContentPart, type TranscriptMessage, textOf, toModelMessages } from "../session/transcript";
 import type { AgentTool, ToolContext } from "../tools/types";
+import { type ContentPart, type TranscriptMessage, textOf } from "../transcript/message";
+import { toModelMessages } from "./context";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
 
 export interface RunCheckpoint {

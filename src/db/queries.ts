@@ -4,7 +4,7 @@
  */
 import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, or, type SQL } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
-import type { TranscriptMessage } from "../session/transcript";
+import type { TranscriptMessage } from "../transcript/message";
 import * as schema from "./schema";
 import { insertQuery, type Query, updateQuery } from "./writes";
 
@@ -225,7 +225,7 @@ export async function appendMessages(env: Env, sessionId: string, msgs: Transcri
 
 type MessageRow = typeof schema.messages.$inferSelect;
 
-export function rowToMessage(r: MessageRow): TranscriptMessage {
+function rowToMessage(r: MessageRow): TranscriptMessage {
   const m: TranscriptMessage = {
     id: r.id,
     seq: r.seq,
@@ -331,14 +331,6 @@ export function updateRunStatement(
   return statement(env, updateQuery(schema.runs, fields, { column: schema.runs.runId, value: runId }));
 }
 
-export async function updateRun(
-  env: Env,
-  runId: string,
-  fields: Partial<Omit<typeof schema.runs.$inferInsert, "runId">>,
-): Promise<void> {
-  await database(env).update(schema.runs).set(fields).where(eq(schema.runs.runId, runId)).run();
-}
-
 export async function getRun(env: Env, runId: string): Promise<RunRow | undefined> {
   return database(env).select().from(schema.runs).where(eq(schema.runs.runId, runId)).get();
 }
@@ -367,14 +359,6 @@ export async function updateDelivery(
     .set(fields)
     .where(eq(schema.deliveries.deliveryId, deliveryId))
     .run();
-}
-
-export async function getDelivery(env: Env, deliveryId: string): Promise<DeliveryRow | undefined> {
-  return database(env)
-    .select()
-    .from(schema.deliveries)
-    .where(eq(schema.deliveries.deliveryId, deliveryId))
-    .get();
 }
 
 export async function listDeliveries(

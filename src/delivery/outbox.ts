@@ -2,13 +2,14 @@
  * A SessionActor's delivery outbox (SPEC §14). This local table drives the attempts: due rows
  * are POSTed on the actor's alarm, failures are rescheduled with capped exponential backoff and
  * end `dead` after `delivery.maxAttempts`, and each attempt's outcome is written to the D1
- * `deliveries` row that `deliveries.list` shows. A run's reply is attempted as soon as it is
+ * `deliveries` row that `deliveries.list` shows (through `recordAttempt`, so the owner decides
+ * how that row is written). A run's reply is attempted as soon as it is
  * added, and its D1 row is first written with that attempt's outcome (the run's finalize
  * batch); other deliveries are written to D1 before they are added here. Send policy (SPEC §9)
  * is decided here, when a delivery is made.
  */
 import type { Config } from "../config/schema";
-import { type DeliveryContext, type SessionRow, updateDelivery } from "../db/queries";
+import type { DeliveryContext, SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
 import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } from "./deliver";
@@ -31,6 +32,7 @@ export class DeliveryOutbox {
     private readonly sql: SqlStorage,
     private readonly env: () => Env,
     private readonly config: () => Config,
+    private readonly recordAttempt: (deliveryId: string, state: AttemptState) => Promise<void>,
   ) {}
 
   /** The delivery to make, or undefined when send policy blocks it (the reply stays in the transcript). */
@@ -102,7 +104,7 @@ export class DeliveryOutbox {
       .toArray();
     for (const row of due) {
       const state = await this.attemptRow(row);
-      await updateDelivery(this.env(), row.delivery_id, state);
+      await this.recordAttempt(row.delivery_id, state);
     }
   }
 

@@ -4,6 +4,7 @@
  */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import type { ActorError } from "../runs/types";
 
 export type ErrorCode =
   | "INVALID_REQUEST"
@@ -40,6 +41,11 @@ export class ApiError extends Error {
   get status(): ContentfulStatusCode {
     return STATUS[this.code];
   }
+}
+
+/** A SessionActor's refusal (an error value across the DO boundary) as the HTTP error it maps to. */
+export function actorError(e: ActorError): ApiError {
+  return new ApiError(e.code, e.message);
 }
 
 export function errorBody(code: ErrorCode, message: string) {

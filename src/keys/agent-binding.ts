@@ -55,9 +55,13 @@ function bindingFits(match: Binding["match"], input: BindingInput): boolean {
   return true;
 }
 
-export function selectAgentId(input: BindingInput, bindings: Binding[], agents: AgentRef[]): string {
-  const bound = bindings.find((b) => bindingFits(b.match, input));
-  if (bound) return normalizeAgentId(bound.agentId);
+/** The agent marked default, else the first agent, else "main". */
+export function defaultAgentId(agents: readonly AgentRef[]): string {
   const fallback = agents.find((a) => a.default === true) ?? agents[0];
   return fallback ? normalizeAgentId(fallback.id) : DEFAULT_AGENT_ID;
+}
+
+export function selectAgentId(input: BindingInput, bindings: Binding[], agents: AgentRef[]): string {
+  const bound = bindings.find((b) => bindingFits(b.match, input));
+  return bound ? normalizeAgentId(bound.agentId) : defaultAgentId(agents);
 }

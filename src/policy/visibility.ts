@@ -12,7 +12,6 @@
  * `agents.defaults.sandbox.sessionToolsVisibility` is `spawned` (the default).
  */
 import type { Config, SessionVisibility } from "../config/schema";
-import type { SessionListFilter } from "../db/queries";
 import { agentMainKey, DEFAULT_AGENT_ID, UNKNOWN_KEY } from "../keys/session-key";
 
 export type { SessionVisibility };
@@ -36,7 +35,11 @@ export interface VisibilityRow {
  * by their `(…, updatedAt)` indexes); `{}` is the whole index. A visible listing is the union of
  * its scopes, each queried on its own and merged, never a fetch-everything-then-filter.
  */
-export type VisibilityScope = Pick<SessionListFilter, "keys" | "spawnedBy" | "agentId">;
+export interface VisibilityScope {
+  keys?: string[];
+  spawnedBy?: string;
+  agentId?: string;
+}
 
 const LEVELS: readonly SessionVisibility[] = ["self", "tree", "agent", "all"];
 

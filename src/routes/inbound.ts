@@ -7,7 +7,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { SIGNATURE_HEADER, stableUuid, verifySignature } from "../auth/signature";
 import { loadConfig } from "../config/load";
-import { ApiError, parseInput, parseJsonBody } from "../http/errors";
+import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
 import { selectAgentId } from "../keys/agent-binding";
 import {
   normalizeAccountId,
@@ -17,7 +17,6 @@ import {
   sessionKindOf,
   stripLegacyGroupPrefix,
 } from "../keys/session-key";
-import { actorError } from "../session/client";
 
 const optionalText = z.string().max(1000).optional();
 

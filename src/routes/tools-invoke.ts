@@ -13,8 +13,9 @@ import { loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import { getSession } from "../db/queries";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
+import { defaultAgentId } from "../keys/agent-binding";
 import { agentIdOfKey, fromToolKey, normalizeAgentId, UNKNOWN_KEY } from "../keys/session-key";
-import { defaultAgentId } from "../rpc/methods";
+import { actorSessions } from "../session/client";
 import { findTool, toolsForSession } from "../tools/registry";
 import { isToolFailure, type ToolContext } from "../tools/types";
 
@@ -71,7 +72,7 @@ function parse<S extends z.ZodType>(schema: S, data: unknown, prefix = ""): z.ou
  */
 async function actingSession(env: Env, body: z.output<typeof Body>, config: Config) {
   const given = body.sessionKey ?? "main";
-  const requested = body.agentId ? normalizeAgentId(body.agentId) : defaultAgentId(config);
+  const requested = body.agentId ? normalizeAgentId(body.agentId) : defaultAgentId(config.agents.list);
   const configured = config.agents.list.map((a) => a.id);
   if (body.agentId && configured.length && !configured.includes(requested)) {
     invalid(`\`agentId\` "${requested}" is not a configured agent (known: ${configured.join(", ")})`);
@@ -133,6 +134,7 @@ export const toolsInvoke = new Hono<{ Bindings: Env }>()
 
     const ctx: ToolContext = {
       caller: { sessionKey, agentId, trigger: "http", ...(entry ? { entry } : {}) },
+      sessions: actorSessions(c.env),
       // Retries with the same idempotency key give the tool the same call id, so tools that
       // derive run ids from it (sessions_send, sessions_spawn) do not act twice.
       toolCallId: body.idempotencyKey ? `http:${body.idempotencyKey}` : crypto.randomUUID(),

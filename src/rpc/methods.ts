@@ -16,7 +16,8 @@ import {
   listDeliveries,
   type SessionRow,
 } from "../db/queries";
-import { ApiError, parseInput } from "../http/errors";
+import { ApiError, actorError, parseInput } from "../http/errors";
+import { defaultAgentId } from "../keys/agent-binding";
 import {
   agentIdOfKey,
   agentMainKey,
@@ -27,13 +28,12 @@ import {
   sessionKindOf,
 } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
-import { actorError, actorFor, isActorError } from "../session/client";
-import { entryInitOf } from "../session/entry-init";
-import { type ActorError, type EnqueueRequest, TERMINAL, type WaitResult } from "../session/types";
-import { decodeCursor, encodeCursor, entryView } from "../session/view";
-import { clampInt } from "../tools/resolve-session";
-import { listSessionPage, SESSION_KINDS } from "../tools/sessions-list";
+import { entryInitOf } from "../runs/entry-init";
+import { type ActorError, type EnqueueRequest, TERMINAL, type WaitResult } from "../runs/types";
+import { actorFor, isActorError } from "../session/client";
 import { VERSION } from "../version";
+import { decodeCursor, encodeCursor, entryView } from "../views/session";
+import { clampInt, listSessionPage, SESSION_KINDS } from "../views/session-page";
 
 export interface RpcContext {
   env: Env;
@@ -71,14 +71,9 @@ function isMainKey(key: string, config: Config): boolean {
   return !!agentId && agentMainKey(agentId, config.session) === key;
 }
 
-export function defaultAgentId(config: Config): string {
-  const list = config.agents.list;
-  return (list.find((a) => a.default) ?? list[0])?.id ?? "main";
-}
-
 /** Entry fields for a session created by an operator message (derived from the key). */
 function initFromKey(key: string, config: Config): EnqueueRequest["init"] {
-  const agentId = agentIdOfKey(key) ?? defaultAgentId(config);
+  const agentId = agentIdOfKey(key) ?? defaultAgentId(config.agents.list);
   const kind = sessionKindOf(key, config.session);
   const { chatType } = chatTypeOfKey(key);
   const segments = key.split(":");
@@ -150,7 +145,7 @@ export const METHODS: Record<string, Method> = {
   status: method(z.strictObject({}), async (_p, { config, env }) => ({
     version: VERSION,
     now: Date.now(),
-    defaultAgentId: defaultAgentId(config),
+    defaultAgentId: defaultAgentId(config.agents.list),
     defaultModel: config.agents.defaults.model,
     agents: config.agents.list.map((a) => a.id),
     connectors: Object.entries(config.connectors).map(([channel, c]) => ({
@@ -162,7 +157,7 @@ export const METHODS: Record<string, Method> = {
   })),
 
   "agents.list": method(z.strictObject({}), async (_p, { config }) => {
-    const def = defaultAgentId(config);
+    const def = defaultAgentId(config.agents.list);
     const list = config.agents.list.length
       ? config.agents.list
       : [{ id: "main", name: undefined, model: undefined }];
@@ -354,7 +349,7 @@ export const METHODS: Record<string, Method> = {
       let key: string;
       if (p.sessionKey) key = canonicalKey(p.sessionKey, config);
       else {
-        const agentId = normalizeAgentId(p.agentId ?? defaultAgentId(config));
+        const agentId = normalizeAgentId(p.agentId ?? defaultAgentId(config.agents.list));
         const ids = config.agents.list.map((a) => a.id);
         if (ids.length && !ids.includes(agentId)) {
           throw new ApiError(

@@ -1,10 +1,6 @@
-/** Worker-side helpers for talking to SessionActors. */
-import { ApiError } from "../http/errors";
-import type { ActorError } from "./types";
-
-export function actorError(e: ActorError): ApiError {
-  return new ApiError(e.code, e.message);
-}
+/** Reaching SessionActors from outside them: the actor of a key, and the session port tools use. */
+import type { ActorError } from "../runs/types";
+import type { SessionPort } from "../tools/types";
 
 export function actorFor(env: Env, sessionKey: string) {
   return env.SESSION_ACTOR.getByName(sessionKey);
@@ -12,4 +8,14 @@ export function actorFor(env: Env, sessionKey: string) {
 
 export function isActorError(value: unknown): value is ActorError {
   return typeof value === "object" && value !== null && (value as { ok?: unknown }).ok === false;
+}
+
+/** Tools' access to sessions: each call goes to the target key's actor. */
+export function actorSessions(env: Env): SessionPort {
+  return {
+    enqueue: (req) => actorFor(env, req.sessionKey).enqueue(req),
+    waitForRun: (sessionKey, runId, timeoutMs) =>
+      actorFor(env, sessionKey).waitForRun(sessionKey, runId, timeoutMs),
+    queueDepth: (sessionKey) => actorFor(env, sessionKey).queueDepth(sessionKey),
+  };
 }

@@ -5,10 +5,11 @@
  * missing one, `session not found: <argument as given>`, so tools never leak existence.
  * Numeric arguments are integers given as JSON numbers (SPEC §6), clamped rather than refused.
  */
-import type { SessionRow } from "../db/queries";
-import { getSession, getSessionByLabel, getSessionBySessionId } from "../db/queries";
-import { fromToolKey, toToolKey } from "../keys/session-key";
+import { getSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
+import { agentMainKey, fromToolKey, toToolKey } from "../keys/session-key";
 import { canSee } from "../policy/visibility";
+import { entryInitOf } from "../runs/entry-init";
+import type { EntryInit } from "../runs/types";
 import { type ToolContext, type ToolFailure, toolError } from "./types";
 
 /** A session the caller may see. */
@@ -21,12 +22,6 @@ export interface VisibleSession {
 type LookupContext = Pick<ToolContext, "caller" | "config" | "env">;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** Integer in [min, max] (fractions truncated); `fallback` when absent. Limits are clamped, not refused (SPEC §17). */
-export function clampInt(n: number | undefined, min: number, max: number, fallback: number): number {
-  if (n === undefined || Number.isNaN(n)) return fallback;
-  return Math.min(max, Math.max(min, Math.trunc(n)));
-}
 
 /** The one answer for a missing or hidden session. */
 export function sessionNotFound(given: string): ToolFailure {
@@ -94,4 +89,16 @@ export async function findVisibleSessionByLabel(
   const owner = agentId ?? ctx.caller.agentId;
   const [row] = await getSessionByLabel(ctx.env, given, owner);
   return visible(row, agentId ? `label "${given}" of agent ${owner}` : `label "${given}"`, ctx);
+}
+
+/**
+ * Entry fields for the session a tool acts for, so that a flow reaching it later (a reply round,
+ * a sub-agent announcement) can create it if it has never run.
+ */
+export async function callerEntryInit(ctx: LookupContext): Promise<EntryInit> {
+  const { caller, config, env } = ctx;
+  const entry = caller.entry ?? (await getSession(env, caller.sessionKey));
+  if (entry) return entryInitOf(entry);
+  const main = caller.sessionKey === agentMainKey(caller.agentId, config.session);
+  return { agentId: caller.agentId, kind: main ? "main" : "other", chatType: "direct", channel: null };
 }

@@ -5,8 +5,9 @@
  */
 import { z } from "zod";
 import { historyPage } from "../db/queries";
-import type { ContentPart, TranscriptMessage } from "../session/transcript";
-import { clampInt, findVisibleSession } from "./resolve-session";
+import type { ContentPart, TranscriptMessage } from "../transcript/message";
+import { clampInt } from "../views/session-page";
+import { findVisibleSession } from "./resolve-session";
 import { defineTool } from "./types";
 
 export const MAX_TEXT_CHARS = 4000;

@@ -1,103 +1,15 @@
 /**
  * `sessions_list` (SPEC §6): the sessions this session may see, newest first, keyset-paged.
- * Also owns the listing page shared with the operator RPC `sessions.list` (SPEC §17: "the
- * `sessions_list` params plus `includeGlobal?`"): the RPC lists one unrestricted scope with
- * canonical keys, the tool lists the caller's visibility scopes with the `main` alias.
+ * The page itself (scopes merged, rows shaped) is `listSessionPage`, shared with the RPC.
  */
 import { z } from "zod";
-import { listSessions, recentMessages, type SessionListFilter, type SessionRow } from "../db/queries";
 import { normalizeAgentId } from "../keys/session-key";
-import { type VisibilityScope, visibilityScopes } from "../policy/visibility";
-import type { TranscriptMessage } from "../session/transcript";
-import { decodeCursor, encodeCursor, listRow } from "../session/view";
-import { clampInt, displayKeyFor } from "./resolve-session";
+import { visibilityScopes } from "../policy/visibility";
+import { decodeCursor } from "../views/session";
+import { clampInt, listSessionPage, SESSION_KINDS } from "../views/session-page";
+import { displayKeyFor } from "./resolve-session";
 import { sanitizeMessages } from "./sessions-history";
 import { defineTool, toolError } from "./types";
-
-export const SESSION_KINDS = ["main", "group", "cron", "hook", "node", "other"] as const;
-
-export interface SessionPageQuery {
-  kinds?: string[];
-  agentId?: string;
-  label?: string;
-  activeMinutes?: number;
-  archived: boolean | "all";
-  cursor?: { updatedAt: number; key: string };
-  excludeKeys: string[];
-  /** Already clamped. */
-  limit: number;
-  /** Already clamped; 0 = no messages. */
-  messageLimit: number;
-}
-
-export interface SessionPageOptions {
-  /** The key a row is shown with. */
-  displayKey(row: SessionRow): string;
-  /** Rewrites each row's recent messages (e.g. redaction for model context). */
-  messages?(messages: TranscriptMessage[]): TranscriptMessage[];
-  /** Extra fields rewritten on the row view (e.g. `spawnedBy` in display form). */
-  spawnedBy?(key: string): string;
-}
-
-function newestFirst(a: SessionRow, b: SessionRow): number {
-  return b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0);
-}
-
-/**
- * One page of the union of `scopes` (each an index-bound query with the same filters and cursor,
- * merged and deduplicated by key), newest `updatedAt` first; `nextCursor` when more rows follow.
- */
-export async function listSessionPage(
-  env: Env,
-  scopes: VisibilityScope[],
-  q: SessionPageQuery,
-  opts: SessionPageOptions,
-) {
-  const base: SessionListFilter = {
-    kinds: q.kinds,
-    agentId: q.agentId,
-    label: q.label,
-    activeSince: q.activeMinutes ? Date.now() - q.activeMinutes * 60_000 : undefined,
-    archived: q.archived,
-    excludeKeys: q.excludeKeys,
-    limit: q.limit + 1,
-    cursor: q.cursor,
-  };
-  // A scope for another agent than the one asked for selects nothing: skip its query.
-  const queries = scopes
-    .filter((s) => !(s.agentId && q.agentId && s.agentId !== q.agentId))
-    .map((s) => listSessions(env, { ...base, ...s }));
-  const results = await Promise.all(queries);
-  const seen = new Set<string>();
-  // One scope is already in index order; several are merged in the same order.
-  const rows =
-    results.length === 1
-      ? (results[0] ?? [])
-      : results
-          .flat()
-          .filter((r) => !seen.has(r.key) && seen.add(r.key))
-          .sort(newestFirst)
-          .slice(0, q.limit + 1);
-  const page = rows.slice(0, q.limit);
-  const sessions = await Promise.all(
-    page.map(async (row) => {
-      let msgs: TranscriptMessage[] | undefined;
-      if (q.messageLimit > 0) {
-        msgs = await recentMessages(env, row.sessionId, q.messageLimit, { excludeToolResults: true });
-        if (opts.messages) msgs = opts.messages(msgs);
-      }
-      const view = listRow(row, opts.displayKey(row), msgs);
-      if (opts.spawnedBy && view.spawnedBy) view.spawnedBy = opts.spawnedBy(view.spawnedBy);
-      return view;
-    }),
-  );
-  const last = page[page.length - 1];
-  return {
-    count: sessions.length,
-    sessions,
-    ...(rows.length > q.limit && last ? { nextCursor: encodeCursor(last.updatedAt, last.key) } : {}),
-  };
-}
 
 export const sessionsListTool = defineTool({
   name: "sessions_list",

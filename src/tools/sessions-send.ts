@@ -8,9 +8,9 @@
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
 import { normalizeAgentId, toToolKey } from "../keys/session-key";
-import { callerEntryInit, entryInitOf } from "../session/entry-init";
-import type { EnqueueRequest, WaitResult } from "../session/types";
-import { findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
+import { entryInitOf } from "../runs/entry-init";
+import type { EnqueueRequest, WaitResult } from "../runs/types";
+import { callerEntryInit, findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
 import { defineTool, toolError } from "./types";
 
 const MAX_WAIT_SECONDS = 600;
@@ -42,7 +42,7 @@ export const sessionsSendTool = defineTool({
       message: "pass exactly one of `sessionKey` or `label`",
     }),
   async execute(args, ctx) {
-    const { caller, config, env } = ctx;
+    const { caller, config, sessions } = ctx;
     const target = args.sessionKey
       ? await findVisibleSession(args.sessionKey, ctx)
       : await findVisibleSessionByLabel(
@@ -99,13 +99,12 @@ export const sessionsSendTool = defineTool({
         requesterInit: await callerEntryInit(ctx),
       },
     };
-    const stub = env.SESSION_ACTOR.getByName(row.key);
     const timeoutSeconds = args.timeoutSeconds ?? 30;
     // Announce the wait before sending, so two sessions sending to each other at the same
     // moment always see each other (at worst neither waits; never both).
     const release = timeoutSeconds > 0 && !self ? ctx.onWait?.(row.key) : undefined;
     try {
-      const queued = await stub.enqueue(req);
+      const queued = await sessions.enqueue(req);
       if (!queued.ok) return toolError(`could not send to ${display}: ${queued.message}`);
       if (timeoutSeconds === 0) return { runId, status: "accepted", sessionKey: display };
       if (self) {
@@ -124,7 +123,7 @@ export const sessionsSendTool = defineTool({
           note: "the target session is itself waiting on this session; not waiting, to avoid a deadlock",
         };
       }
-      const result = await stub.waitForRun(row.key, runId, Math.round(timeoutSeconds * 1000));
+      const result = await sessions.waitForRun(row.key, runId, Math.round(timeoutSeconds * 1000));
       if ("ok" in result) return toolError(result.message);
       return waitAnswer(result, display, timeoutSeconds);
     } finally {

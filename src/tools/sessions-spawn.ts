@@ -10,8 +10,8 @@ import { stableUuid } from "../auth/signature";
 import type { Config } from "../config/schema";
 import { getSessionByLabel, listSessions } from "../db/queries";
 import { isSubagentKey, normalizeAgentId, subagentSessionKey } from "../keys/session-key";
-import { callerEntryInit } from "../session/entry-init";
-import type { EnqueueRequest } from "../session/types";
+import type { EnqueueRequest } from "../runs/types";
+import { callerEntryInit } from "./resolve-session";
 import { defineTool, forbidden, toolError } from "./types";
 
 /** The agent ids `requester` may spawn (own agent first); `allowAny` for `["*"]`. */
@@ -122,7 +122,7 @@ export const sessionsSpawnTool = defineTool({
     };
     if (model) req.model = model;
     if (args.runTimeoutSeconds) req.timeoutSeconds = args.runTimeoutSeconds;
-    const result = await env.SESSION_ACTOR.getByName(childKey).enqueue(req);
+    const result = await ctx.sessions.enqueue(req);
     if (!result.ok) return toolError(`could not start the sub-agent: ${result.message}`);
     return { status: "accepted", runId, childSessionKey: childKey };
   },

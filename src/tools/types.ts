@@ -6,7 +6,14 @@
 import type { z } from "zod";
 import type { Config } from "../config/schema";
 import type { SessionRow } from "../db/queries";
-import type { RunTrigger } from "../session/types";
+import type {
+  ActorError,
+  EnqueueRequest,
+  EnqueueResult,
+  QueueDepth,
+  RunTrigger,
+  WaitResult,
+} from "../runs/types";
 
 /** The session on whose behalf a tool runs (visibility and policy are decided from it). */
 export interface CallerContext {
@@ -22,8 +29,19 @@ export interface CallerContext {
   flow?: { flowId: string; hop: number };
 }
 
+/**
+ * What tools may ask of sessions (their SessionActors): queue a run, wait for one, read a queue's
+ * depth. Passed in by whoever runs the tool, so tools never reach into the session layer.
+ */
+export interface SessionPort {
+  enqueue(req: EnqueueRequest): Promise<EnqueueResult>;
+  waitForRun(sessionKey: string, runId: string, timeoutMs: number): Promise<WaitResult | ActorError>;
+  queueDepth(sessionKey: string): Promise<QueueDepth>;
+}
+
 export interface ToolContext {
   caller: CallerContext;
+  sessions: SessionPort;
   /** The model's tool call id (or an HTTP idempotency key): stable across a resumed run. */
   toolCallId: string;
   config: Config;

@@ -10,7 +10,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER } from "../../src/auth/signature";
 import type { SessionActor } from "../../src/session/actor";
-import type { TranscriptMessage } from "../../src/session/transcript";
+import type { TranscriptMessage } from "../../src/transcript/message";
 import { CONNECTORS, group, groupMessage, history, SCRIPTED_MODEL_CONFIG } from "./model-support";
 import { actor, type Delivered, eventually, inbound, rpc, waitRun } from "./support";
 

@@ -4,7 +4,7 @@
  */
 import { vi } from "vitest";
 import { SIGNATURE_HEADER } from "../../src/auth/signature";
-import type { TranscriptMessage } from "../../src/session/transcript";
+import type { TranscriptMessage } from "../../src/transcript/message";
 import { type Delivered, rpc } from "./support";
 
 export interface ModelRequest {

@@ -28,7 +28,7 @@ describe("run id retention in a SessionActor", () => {
       const now = Date.now();
       sql.exec(`INSERT INTO received (run_id, result, at) VALUES ('r-old', '{}', ?)`, now - 31 * DAY);
       sql.exec(`INSERT INTO received (run_id, result, at) VALUES ('r-recent', '{}', ?)`, now - DAY);
-      const kv = instance as unknown as { kvSet(k: string, v: string): void };
+      const kv = (instance as unknown as { store: { kvSet(k: string, v: string): void } }).store;
       kv.kvSet("swept_at", "0");
       await instance.alarm();
       expect(ids(instance)).toEqual(["r-recent"]);

@@ -12,8 +12,8 @@ import {
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
-import { newSessionRow } from "../../src/session/entry-init";
-import type { TranscriptMessage } from "../../src/session/transcript";
+import { newSessionRow } from "../../src/session/entry";
+import type { TranscriptMessage } from "../../src/transcript/message";
 import { actor, TOKEN } from "./support";
 
 export interface RpcAnswer<T> {

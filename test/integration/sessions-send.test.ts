@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import type { TranscriptMessage } from "../../src/session/transcript";
+import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   CONNECTORS,
   group,

@@ -3,9 +3,10 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
 import { runScheduled } from "../../src/cron/scheduled";
-import type { TranscriptMessage } from "../../src/session/transcript";
+import { actorSessions } from "../../src/session/client";
 import { sessionsSpawnTool } from "../../src/tools/sessions-spawn";
 import type { ToolContext } from "../../src/tools/types";
+import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   CONNECTORS,
   group,
@@ -216,13 +217,13 @@ describe("sub-agent lifecycle", () => {
     const world = scriptedWorld(() => ({ text: "slow", delayMs: 5_000 }));
     const first = (await sessionsSpawnTool.execute(
       { task: "one", model: "fake/m" },
-      { caller, toolCallId: crypto.randomUUID(), config: cfg, env },
+      { caller, sessions: actorSessions(env), toolCallId: crypto.randomUUID(), config: cfg, env },
     )) as { status: string };
     expect(first.status).toBe("accepted");
     await eventually(async () => world.requests.some((r) => r.lastUser === "one"));
     const second = await sessionsSpawnTool.execute(
       { task: "two", model: "fake/m" },
-      { caller, toolCallId: crypto.randomUUID(), config: cfg, env },
+      { caller, sessions: actorSessions(env), toolCallId: crypto.randomUUID(), config: cfg, env },
     );
     expect(second).toEqual({
       status: "error",
@@ -281,6 +282,7 @@ describe("sessions_spawn refusals", () => {
   );
   const ctx = (sessionKey: string): ToolContext => ({
     caller: { sessionKey, agentId: "main", trigger: "http" },
+    sessions: actorSessions(env),
     toolCallId: crypto.randomUUID(),
     config,
     env,

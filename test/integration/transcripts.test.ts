@@ -1,7 +1,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { recordTranscript } from "../../src/db/queries";
-import type { TranscriptMessage } from "../../src/session/transcript";
+import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   exportTranscript,
   jsonLines,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import type { FlowMeta, RunOutcome } from "../../src/runs/types";
 import {
   buildAnnouncement,
   formatDuration,
@@ -6,7 +7,6 @@ import {
   nextExchangeStep,
   REPLY_SKIP,
 } from "../../src/session/flows";
-import type { FlowMeta, RunOutcome } from "../../src/session/types";
 
 const A = "agent:main:telegram:group:a";
 const B = "agent:main:telegram:group:b";

@@ -1,5 +1,4 @@
 import { describe, expect, it } from "vitest";
-import type { TranscriptMessage } from "../../src/session/transcript";
 import {
   boundHistory,
   MAX_HISTORY_BYTES,
@@ -7,6 +6,7 @@ import {
   redactSecrets,
   sanitizeMessages,
 } from "../../src/tools/sessions-history";
+import type { TranscriptMessage } from "../../src/transcript/message";
 
 function text(id: string, body: string, seq = 1): TranscriptMessage {
   return { id, seq, role: "user", content: [{ type: "text", text: body }], timestamp: 1_700_000_000_000 };

@@ -1,10 +1,6 @@
 import { describe, expect, it } from "vitest";
-import {
-  PRUNED_PLACEHOLDER,
-  type TranscriptMessage,
-  textOf,
-  toModelMessages,
-} from "../../src/session/transcript";
+import { PRUNED_PLACEHOLDER, toModelMessages } from "../../src/agent/context";
+import { type TranscriptMessage, textOf } from "../../src/transcript/message";
 
 let n = 0;
 const at = 1_700_000_000_000;

@@ -14,7 +14,7 @@ import {
 } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { insertQuery } from "../../src/db/writes";
-import { newSessionRow } from "../../src/session/entry-init";
+import { newSessionRow } from "../../src/session/entry";
 
 // The hot write statements bypass drizzle's query builder (src/db/writes.ts). Each case here
 // holds the statement beside the drizzle query it replaced: same SQL text, same bound params.

@@ -1,51 +1,12 @@
 /**
- * Transcript message shapes (SPEC §3) and their conversion to AI SDK model messages.
- * Stored rows are never rewritten; pruning only changes the in-memory context.
+ * Transcript messages → AI SDK model messages for one model call. Pruning (SPEC §5) happens
+ * here: tool results older than the last `keepToolResults` are replaced by a placeholder in the
+ * in-memory context only; stored rows are never rewritten.
  */
 import type { ModelMessage } from "ai";
-
-export type Role = "user" | "assistant" | "toolResult" | "system";
-export type ContentPart =
-  | { type: "text"; text: string }
-  | { type: "toolCall"; id: string; name: string; arguments: unknown };
-
-export interface Provenance {
-  kind: "external_user" | "inter_session" | "internal_system" | "subagent_announce";
-  sourceSessionKey?: string;
-  sourceChannel?: string;
-  sourceTool?: string;
-}
-
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-  totalTokens: number;
-}
-
-export interface TranscriptMessage {
-  /** Deterministic id (`<runId>:<step…>`): appends are idempotent by it. */
-  id: string;
-  seq?: number;
-  role: Role;
-  content: ContentPart[];
-  toolCallId?: string;
-  toolName?: string;
-  isError?: boolean;
-  timestamp: number;
-  runId?: string;
-  model?: string;
-  usage?: Usage;
-  provenance?: Provenance;
-}
+import { type TranscriptMessage, textOf } from "../transcript/message";
 
 export const PRUNED_PLACEHOLDER = "[older tool result pruned from context; read it with sessions_history]";
-
-export function textOf(message: Pick<TranscriptMessage, "content">): string {
-  return message.content
-    .filter((p): p is { type: "text"; text: string } => p.type === "text")
-    .map((p) => p.text)
-    .join("");
-}
 
 function parseJsonOrText(text: string): unknown {
   try {

@@ -1,6 +1,10 @@
-/** Shapes shared by the Worker and the SessionActor (they cross the DO RPC boundary). */
+/**
+ * The run contract: what a request to run an agent turn in a session carries, and what comes
+ * back (enqueue results, outcomes, waits, queue depth). These shapes cross the Durable Object
+ * RPC boundary between the Worker, the tools and the SessionActor, so they live below all three.
+ */
 import type { DeliveryContext, Origin } from "../db/queries";
-import type { Provenance } from "./transcript";
+import type { Provenance } from "../transcript/message";
 
 export type RunTrigger = "inbound" | "send" | "spawn" | "a2a_reply" | "announce" | "hook" | "cron" | "rpc";
 export type RunStatus = "queued" | "running" | "ok" | "error" | "aborted" | "timeout";
@@ -133,4 +137,10 @@ export interface WaitResult {
   endedAt?: number;
   error?: string;
   reply?: string;
+}
+
+/** How much work a session's actor holds: waiting runs (not counting the running one). */
+export interface QueueDepth {
+  waiting: number;
+  running: boolean;
 }

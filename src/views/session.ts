@@ -3,7 +3,7 @@
  * derived fields (kind, channel, transcriptPath), so clients never reconstruct them.
  */
 import type { SessionRow } from "../db/queries";
-import type { TranscriptMessage } from "./transcript";
+import type { TranscriptMessage } from "../transcript/message";
 
 export function transcriptPath(sessionId: string): string {
   return `/v1/transcripts/${sessionId}.jsonl`;

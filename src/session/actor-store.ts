@@ -1,0 +1,120 @@
+/**
+ * A SessionActor's own storage (DO SQLite), apart from its run queue and delivery outbox: the
+ * versioned schema of all its tables, a kv table served from memory after the first read, the
+ * session entry, which transcripts this actor has appended to, the answer given to every
+ * accepted run id (`received`, for dedupe) and the outcome of every finished run (`finished`,
+ * for waits). Everything here is synchronous, so callers can build critical sections on it.
+ */
+import type { SessionRow } from "../db/queries";
+import { DeliveryOutbox } from "../delivery/outbox";
+import type { EnqueueResult, RunOutcome } from "../runs/types";
+import { RunQueue } from "./run-queue";
+
+const SCHEMA_VERSION = 1;
+/** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
+const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
+const SWEEP_INTERVAL_MS = 3_600_000;
+
+export type Accepted = Extract<EnqueueResult, { ok: true }>;
+
+export class ActorStore {
+  private readonly kvCache = new Map<string, string | null>();
+
+  constructor(readonly sql: SqlStorage) {
+    // Versioned, idempotent DDL run on every wake.
+    sql.exec(`CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)`);
+    const version = Number(this.kvGet("schema_version") ?? 0);
+    if (version < 1) {
+      sql.exec(RunQueue.DDL);
+      sql.exec(
+        `CREATE TABLE IF NOT EXISTS received (run_id TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`,
+      );
+      sql.exec(
+        `CREATE TABLE IF NOT EXISTS finished (run_id TEXT PRIMARY KEY, outcome TEXT NOT NULL, at INTEGER NOT NULL)`,
+      );
+      sql.exec(DeliveryOutbox.DDL);
+      this.kvSet("schema_version", String(SCHEMA_VERSION));
+    }
+  }
+
+  /**
+   * kv reads are served from memory after the first: this instance is the only writer of its
+   * storage and every kv write goes through kvSet/kvDelete, so the copy cannot go stale.
+   */
+  kvGet(k: string): string | undefined {
+    if (this.kvCache.has(k)) return this.kvCache.get(k) ?? undefined;
+    const v = this.sql.exec<{ v: string }>(`SELECT v FROM kv WHERE k = ?`, k).toArray()[0]?.v;
+    this.kvCache.set(k, v ?? null);
+    return v;
+  }
+
+  kvSet(k: string, v: string): void {
+    this.sql.exec(`INSERT INTO kv (k, v) VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v`, k, v);
+    this.kvCache.set(k, v);
+  }
+
+  kvDelete(k: string): void {
+    this.sql.exec(`DELETE FROM kv WHERE k = ?`, k);
+    this.kvCache.set(k, null);
+  }
+
+  entry(): SessionRow | undefined {
+    const raw = this.kvGet("entry");
+    return raw ? (JSON.parse(raw) as SessionRow) : undefined;
+  }
+
+  saveEntry(entry: SessionRow | undefined): void {
+    if (entry) this.kvSet("entry", JSON.stringify(entry));
+    else this.kvDelete("entry");
+  }
+
+  /** Whether this actor has appended to `sessionId` before (so a turn must load older context). */
+  hasHistory(sessionId: string): boolean {
+    return this.kvGet(`history:${sessionId}`) !== undefined;
+  }
+
+  markHistory(sessionId: string): void {
+    if (!this.hasHistory(sessionId)) this.kvSet(`history:${sessionId}`, "1");
+  }
+
+  /** The answer given when `runId` was accepted, if it was. */
+  accepted(runId: string): Accepted | undefined {
+    const row = this.sql
+      .exec<{ result: string }>(`SELECT result FROM received WHERE run_id = ?`, runId)
+      .toArray()[0];
+    return row ? (JSON.parse(row.result) as Accepted) : undefined;
+  }
+
+  recordAccepted(runId: string, result: Accepted, at: number): void {
+    this.sql.exec(
+      `INSERT INTO received (run_id, result, at) VALUES (?, ?, ?)`,
+      runId,
+      JSON.stringify(result),
+      at,
+    );
+  }
+
+  finishedOutcome(runId: string): RunOutcome | undefined {
+    const row = this.sql
+      .exec<{ outcome: string }>(`SELECT outcome FROM finished WHERE run_id = ?`, runId)
+      .toArray()[0];
+    return row ? (JSON.parse(row.outcome) as RunOutcome) : undefined;
+  }
+
+  recordFinished(outcome: RunOutcome, at: number): void {
+    this.sql.exec(
+      `INSERT OR REPLACE INTO finished (run_id, outcome, at) VALUES (?, ?, ?)`,
+      outcome.runId,
+      JSON.stringify(outcome),
+      at,
+    );
+  }
+
+  /** Forgets old run ids (dedupe and wait records), at most hourly: each sweep scans both tables. */
+  sweepRunIds(now: number): void {
+    if (now - Number(this.kvGet("swept_at") ?? 0) < SWEEP_INTERVAL_MS) return;
+    this.sql.exec(`DELETE FROM received WHERE at < ?`, now - RECEIVED_RETENTION_MS);
+    this.sql.exec(`DELETE FROM finished WHERE at < ?`, now - RECEIVED_RETENTION_MS);
+    this.kvSet("swept_at", String(now));
+  }
+}

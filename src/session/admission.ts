@@ -1,0 +1,192 @@
+/**
+ * Admission of a run into a SessionActor (SPEC §4 steps after routing): dedupe by run id,
+ * freshness and automatic reset, reset triggers, then collect-merge or queue-cap, and the
+ * write-through to D1. A run that finds the actor idle is "prestarted": the enqueue's one D1
+ * batch also marks it running and stores its inputs, so its start needs no round trip of its own.
+ * The decision is one synchronous critical section over the actor's storage; D1 is written after.
+ */
+import type { SessionRow } from "../db/queries";
+import { chatTypeOfKey } from "../keys/session-key";
+import type { EnqueueRequest, EnqueueResult, RunInput } from "../runs/types";
+import type { TranscriptMessage } from "../transcript/message";
+import type { ActorContext } from "./actor-context";
+import { applyRoute, entryExpiry, newSessionRow, resetEntry } from "./entry";
+import { evaluateFreshness, resolveResetPolicy } from "./freshness";
+import { matchResetTrigger } from "./reset-trigger";
+import { type QueuedRun, specOf } from "./run-queue";
+
+const GREETING_TEXT =
+  "The session was just reset. Greet the user in one short sentence and confirm the fresh start.";
+
+/** The transcript messages of a run's inputs; ids derive from the run id, so appends are idempotent. */
+export function inputMessages(runId: string, inputs: RunInput[]): TranscriptMessage[] {
+  return inputs.map((input, i) => ({
+    id: `${runId}:u${i}`,
+    role: "user",
+    content: [{ type: "text", text: input.text }],
+    timestamp: input.timestamp,
+    runId,
+    provenance: input.provenance,
+  }));
+}
+
+/** The earlier answer for a run id this actor already accepted, marked as a duplicate. */
+export function duplicateOf(a: ActorContext, runId: string): EnqueueResult | undefined {
+  const seen = a.store.accepted(runId);
+  return seen ? { ...seen, status: "duplicate" } : undefined;
+}
+
+export async function admit(a: ActorContext, req: EnqueueRequest): Promise<EnqueueResult> {
+  const config = a.config;
+  const now = Date.now();
+
+  // --- critical section: synchronous storage only ---------------------------------------
+  const duplicate = duplicateOf(a, req.runId);
+  if (duplicate) return duplicate;
+
+  let entry = a.store.entry();
+  let created = false;
+  let resetHappened = false;
+  if (!entry) {
+    entry = newSessionRow(req.sessionKey, req.init, now, crypto.randomUUID());
+    created = true;
+  } else if (req.userInteraction) {
+    const { chatType, thread } = chatTypeOfKey(entry.key, req.hasThread);
+    const policy = resolveResetPolicy(config.session, entry.channel, chatType, thread);
+    if (!evaluateFreshness(entry, policy, config.session.timezone, now).fresh) {
+      entry = resetEntry(entry, now);
+      resetHappened = true;
+    }
+  }
+
+  let inputs = req.inputs;
+  let greeting = false;
+  let status: "queued" | "command" = "queued";
+  if (req.userInteraction && inputs.length === 1 && inputs[0]) {
+    const trigger = matchResetTrigger(inputs[0].text, config.session.resetTriggers, config);
+    if (trigger) {
+      if (!created) entry = resetEntry(entry, now);
+      resetHappened = true;
+      if (trigger.model) entry.modelOverride = trigger.model;
+      if (trigger.rest) {
+        inputs = [{ ...inputs[0], text: trigger.rest }];
+      } else {
+        greeting = true;
+        status = "command";
+        inputs = [{ text: GREETING_TEXT, provenance: { kind: "internal_system" }, timestamp: now }];
+      }
+    }
+  }
+
+  entry = applyRoute(entry, req);
+  entry.updatedAt = now;
+  if (req.userInteraction) entry.lastInteractionAt = now;
+  entry.expiresAt = entryExpiry(entry, config);
+
+  const tail = a.queue.newestWaiting();
+  const collectInto =
+    config.session.queue.mode === "collect" && !greeting && !resetHappened && tail ? specOf(tail) : undefined;
+
+  // Nothing running or waiting: this run is next, so its start is written with the enqueue.
+  const idle = !a.live.current && a.queue.isEmpty();
+  let runId = req.runId;
+  if (
+    collectInto &&
+    tail &&
+    collectInto.req.trigger === req.trigger &&
+    collectInto.sessionId === entry.sessionId
+  ) {
+    collectInto.req.inputs.push(...inputs);
+    if (req.route) collectInto.req.route = req.route;
+    // The merged inputs are stored when the run starts, with the others.
+    delete collectInto.prestarted;
+    a.queue.updateSpec(tail.pos, collectInto);
+    runId = tail.run_id;
+  } else {
+    const cap = config.session.queue.cap;
+    if (a.queue.waitingCount() >= cap) {
+      return { ok: false, code: "RATE_LIMITED", message: `session queue is full (cap ${cap})` };
+    }
+    const queued: QueuedRun = { req: { ...req, inputs }, sessionId: entry.sessionId };
+    if (greeting) queued.greeting = true;
+    a.queue.insert(runId, queued, now);
+    // Something is running or about to (the alarm starts the head at once; a prestarted
+    // head is already recorded as running).
+    entry.runStatus = "running";
+  }
+  a.store.saveEntry(entry);
+  const result = { ok: true as const, runId, sessionKey: req.sessionKey, sessionId: entry.sessionId, status };
+  const waitingOn = a.live.current ? [...a.live.waitingOn.keys()] : [];
+  a.store.recordAccepted(req.runId, result, now);
+  const prestart =
+    idle && runId === req.runId
+      ? { startedAt: now, hadHistory: a.store.hasHistory(entry.sessionId) }
+      : undefined;
+  const alarmSet = a.scheduleAlarm();
+  // --- end of critical section ----------------------------------------------------------
+
+  // Write-through to D1 so the session and run are visible at once. If this fails the run
+  // still executes (it repeats these idempotent writes when it starts).
+  await alarmSet;
+  await writeThrough(a, entry, runId, req, now, prestart && inputs);
+  if (prestart) markPrestarted(a, runId, entry.sessionId, inputs.length, prestart);
+  return waitingOn.length ? { ...result, waitingOn } : result;
+}
+
+async function writeThrough(
+  a: ActorContext,
+  entry: SessionRow,
+  runId: string,
+  req: EnqueueRequest,
+  now: number,
+  /** The inputs of a run that starts at once: stored now, with the run marked running. */
+  startingWith?: RunInput[] | false,
+): Promise<void> {
+  await a.records.runAccepted({
+    entry,
+    run: {
+      runId,
+      sessionKey: req.sessionKey,
+      sessionId: entry.sessionId,
+      trigger: req.trigger,
+      status: "queued",
+      createdAt: now,
+      deliver: req.deliver,
+      idempotencyKey: req.idempotencyKey ?? null,
+      ...(startingWith ? { startedAt: now } : {}),
+    },
+    ...(startingWith ? { starting: inputMessages(runId, startingWith) } : {}),
+    ...(req.inbound ? { inbound: req.inbound } : {}),
+  });
+}
+
+/**
+ * Records that the enqueue batch stored the run's start, unless the run has started or taken
+ * more inputs (collect mode) while the batch was in flight.
+ */
+function markPrestarted(
+  a: ActorContext,
+  runId: string,
+  sessionId: string,
+  inputCount: number,
+  prestart: NonNullable<QueuedRun["prestarted"]>,
+): void {
+  const row = a.queue.notStarted(runId);
+  if (!row) return;
+  const spec = specOf(row);
+  if (spec.req.inputs.length !== inputCount) return;
+  spec.prestarted = prestart;
+  a.queue.updateSpec(row.pos, spec);
+  a.store.markHistory(sessionId);
+}
+
+/** A message outside any run joined the transcript: a prestarted run must load its context. */
+export function historyChanged(a: ActorContext, sessionId: string): void {
+  for (const row of a.queue.rows()) {
+    if (row.checkpoint) continue;
+    const spec = specOf(row);
+    if (spec.sessionId !== sessionId || !spec.prestarted || spec.prestarted.hadHistory) continue;
+    spec.prestarted.hadHistory = true;
+    a.queue.updateSpec(row.pos, spec);
+  }
+}

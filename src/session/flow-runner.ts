@@ -1,0 +1,170 @@
+/**
+ * Carries flows across sessions after a run ends (the plans come from the pure `flows.ts`):
+ * the next step of a sessions_send exchange (a reply round or the announce step, enqueued in
+ * whichever session it belongs to), a sub-agent's announce step, and the normalized
+ * announcement recorded in the requester session. Step run ids derive from the flow, so a
+ * step handed on twice (a finalize repeated after a restart) is queued once.
+ */
+import { stableUuid } from "../auth/signature";
+import type { DeliveryContext } from "../db/queries";
+import { entryInitOf } from "../runs/entry-init";
+import type { EnqueueRequest, EntryInit, RunOutcome, SpawnMeta } from "../runs/types";
+import { textOf } from "../transcript/message";
+import { transcriptPath } from "../views/session";
+import type { ActorContext } from "./actor-context";
+import { historyChanged } from "./admission";
+import { actorFor } from "./client";
+import { entryExpiry, newSessionRow } from "./entry";
+import { buildAnnouncement, type NextRun, nextExchangeStep, spawnAnnouncePrompt } from "./flows";
+import { queueDelivery } from "./outbound";
+import type { QueuedRun, RunProgress } from "./run-queue";
+
+export interface Announcement {
+  id: string;
+  text: string;
+  sourceSessionKey: string;
+  route?: DeliveryContext;
+  init: EntryInit;
+}
+
+export async function continueFlows(
+  a: ActorContext,
+  runId: string,
+  spec: QueuedRun,
+  progress: RunProgress,
+  outcome: RunOutcome,
+): Promise<void> {
+  const { req } = spec;
+  if (req.flow) {
+    const next = nextExchangeStep(req.flow, req.sessionKey, outcome);
+    if (next) await enqueueFlowStep(a, next, req);
+  }
+  if (req.spawn?.phase === "task") {
+    const lastTool = [...progress.loop.produced].reverse().find((m) => m.role === "toolResult");
+    const task: NonNullable<SpawnMeta["task"]> = {
+      runId,
+      status: outcome.status,
+      startedAt: outcome.startedAt ?? progress.startedAt,
+      endedAt: outcome.endedAt ?? Date.now(),
+      inputTokens: progress.loop.inputTokens,
+      outputTokens: progress.loop.outputTokens,
+    };
+    if (outcome.error) task.error = outcome.error;
+    if (outcome.reply) task.reply = outcome.reply;
+    if (lastTool) task.lastToolResult = textOf(lastTool);
+    const announce: EnqueueRequest = {
+      sessionKey: req.sessionKey,
+      runId: await stableUuid(`${runId}:announce`),
+      trigger: "announce",
+      inputs: [
+        { text: spawnAnnouncePrompt(task), provenance: { kind: "internal_system" }, timestamp: Date.now() },
+      ],
+      deliver: false,
+      init: req.init,
+      userInteraction: false,
+      hasThread: false,
+      spawn: { ...req.spawn, phase: "announce", task },
+    };
+    if (req.model) announce.model = req.model;
+    const result = await a.enqueue(announce);
+    if (!result.ok) throw new Error(`could not queue the announce step: ${result.message}`);
+  }
+  if (req.spawn?.phase === "announce" && req.spawn.task) {
+    const entry = a.store.entry();
+    const text = buildAnnouncement({
+      task: req.spawn.task,
+      announce: outcome,
+      childKey: req.sessionKey,
+      childSessionId: spec.sessionId,
+      transcriptPath: transcriptPath(spec.sessionId),
+    });
+    if (text !== undefined) {
+      await actorFor(a.env, req.spawn.requesterKey).postAnnouncement(req.spawn.requesterKey, {
+        id: `${runId}:announcement`,
+        text,
+        sourceSessionKey: req.sessionKey,
+        init: req.spawn.requesterInit,
+        ...(req.spawn.requesterRoute ? { route: req.spawn.requesterRoute } : {}),
+      });
+    }
+    if (entry) a.store.saveEntry({ ...entry, runStatus: "idle" });
+  }
+}
+
+async function enqueueFlowStep(a: ActorContext, next: NextRun, from: EnqueueRequest): Promise<void> {
+  const flow = next.flow;
+  const target = next.sessionKey;
+  const init =
+    target === flow.requesterKey ? flow.requesterInit : target === from.sessionKey ? from.init : undefined;
+  const stub = actorFor(a.env, target);
+  const entryInit = init ?? (await stub.getEntry(target).then((e) => (e ? entryInitOf(e) : undefined)));
+  if (!entryInit) return; // the other side was deleted meanwhile: the exchange ends here
+  const req: EnqueueRequest = {
+    sessionKey: target,
+    runId: await stableUuid(next.idSeed),
+    trigger: next.trigger,
+    inputs: [
+      {
+        text: next.text,
+        provenance: { kind: "inter_session", sourceSessionKey: from.sessionKey, sourceTool: "sessions_send" },
+        timestamp: Date.now(),
+      },
+    ],
+    deliver: next.deliver,
+    init: entryInit,
+    userInteraction: false,
+    hasThread: false,
+    flow,
+  };
+  const result = target === from.sessionKey ? await a.enqueue(req) : await stub.enqueue(req);
+  if (!result.ok && result.code !== "RATE_LIMITED")
+    throw new Error(`could not continue the exchange: ${result.message}`);
+}
+
+/**
+ * Records a sub-agent announcement in this (requester) session: appended to its current
+ * transcript with `subagent_announce` provenance, and posted to its chat route when it has one.
+ */
+export async function recordAnnouncement(
+  a: ActorContext,
+  sessionKey: string,
+  ann: Announcement,
+): Promise<{ delivered: boolean }> {
+  const now = Date.now();
+  let entry = a.store.entry();
+  if (!entry) {
+    // A requester that never ran (e.g. /tools/invoke on a fresh key) still gets the
+    // announcement: an announcement is never lost.
+    entry = newSessionRow(sessionKey, ann.init, now, crypto.randomUUID());
+    entry.expiresAt = entryExpiry(entry, a.config);
+    a.store.saveEntry(entry);
+    await a.records.sessionStarted(entry, now);
+  }
+  a.store.markHistory(entry.sessionId);
+  historyChanged(a, entry.sessionId);
+  await a.records.messagesAppended(entry.sessionId, [
+    {
+      id: ann.id,
+      role: "user",
+      content: [{ type: "text", text: ann.text }],
+      timestamp: now,
+      provenance: {
+        kind: "subagent_announce",
+        sourceSessionKey: ann.sourceSessionKey,
+        sourceTool: "sessions_spawn",
+      },
+    },
+  ]);
+  const route = (entry.deliveryContext as DeliveryContext | null) ?? ann.route;
+  const delivered = route
+    ? await queueDelivery(
+        a,
+        `${ann.id}:announce`,
+        { kind: "announce", text: ann.text },
+        route,
+        entry,
+        sessionKey,
+      )
+    : false;
+  return { delivered };
+}

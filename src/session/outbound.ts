@@ -1,0 +1,45 @@
+/**
+ * What a session posts to its chat: the decision for a finished run (pure `outboundOf`), and a
+ * delivery made outside a run (notices, announcements), written to D1 first and then handed to
+ * the actor's outbox, under send policy (SPEC §9, §14).
+ */
+import type { DeliveryContext, SessionRow } from "../db/queries";
+import type { DeliveryKind } from "../delivery/deliver";
+import { deliveryRow } from "../delivery/outbox";
+import type { EnqueueRequest, RunOutcome } from "../runs/types";
+import type { ActorContext } from "./actor-context";
+import { announceReply } from "./flows";
+
+export interface Outgoing {
+  kind: DeliveryKind;
+  text: string;
+}
+
+/** What a finished run posts to its chat, if anything. */
+export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): Outgoing | undefined {
+  if (req.flow?.phase === "announce") {
+    const text = announceReply(outcome);
+    return text ? { kind: "announce", text } : undefined;
+  }
+  if (!req.deliver || req.flow || req.spawn) return undefined;
+  if (outcome.status === "ok") return outcome.reply ? { kind: "reply", text: outcome.reply } : undefined;
+  if (outcome.status === "error") return { kind: "notice", text: `⚠️ ${outcome.error ?? "run failed"}` };
+  return undefined;
+}
+
+/** Writes the delivery to D1, then its local retry row; false when send policy blocked it. */
+export async function queueDelivery(
+  a: ActorContext,
+  deliveryId: string,
+  out: Outgoing,
+  route: DeliveryContext & { replyToMessageId?: string },
+  entry: SessionRow | undefined,
+  sessionKey: string,
+): Promise<boolean> {
+  const payload = a.outbox.payload(deliveryId, out, route, entry, sessionKey);
+  if (!payload) return false;
+  await a.records.deliveryQueued(deliveryRow(payload));
+  a.outbox.add(payload);
+  await a.scheduleAlarm();
+  return true;
+}

@@ -1,0 +1,157 @@
+/**
+ * The run queue of one SessionActor: a table in its DO SQLite, driven by the actor's alarm.
+ *
+ * Guarantees:
+ * - Order: runs execute in arrival order (`pos` is an autoincrement key), one at a time: only
+ *   the head runs, and the next starts after the head has left the queue.
+ * - Idempotent enqueue: a run id enters the queue at most once (`run_id` is unique, and the
+ *   actor answers a repeated run id from its `received` record before reaching the queue).
+ * - Durability: queued and running runs survive eviction and restarts; the actor re-arms its
+ *   alarm on first contact after a wake, so a lost alarm never strands the queue.
+ * - Resume points: a running row's checkpoint (`RunProgress`) is saved after every model step
+ *   and tool result (before the transcript append), after the reply's first delivery attempt,
+ *   after the finalize batch, and after the run's flow was handed on. A restarted run continues
+ *   from its last saved point and never repeats a step that was saved.
+ * - A run leaves the queue in one synchronous step, together with its recorded outcome.
+ * All methods are synchronous storage calls.
+ */
+import type { RunCheckpoint } from "../agent/loop";
+import type { DeliveryPayload } from "../delivery/deliver";
+import type { AttemptState } from "../delivery/outbox";
+import type { EnqueueRequest, RunOutcome } from "../runs/types";
+
+export interface QueueRow {
+  pos: number;
+  run_id: string;
+  state: "queued" | "running";
+  spec: string;
+  checkpoint: string | null;
+  enqueued_at: number;
+  [key: string]: SqlStorageValue;
+}
+
+/** What the queue holds for a run: its request and the sessionId it runs in. */
+export interface QueuedRun {
+  req: EnqueueRequest;
+  sessionId: string;
+  /** Set when this run is the greeting turn of a bare reset trigger. */
+  greeting?: boolean;
+  /**
+   * Set when the run was enqueued on an idle actor and the enqueue batch already stored what
+   * the run start writes (the run marked running, the entry, the inputs), so the run skips that
+   * round trip. `hadHistory` is whether the transcript had older messages before the inputs.
+   */
+  prestarted?: { startedAt: number; hadHistory: boolean };
+}
+
+/** A running run's checkpoint: how far it got, so that a restart resumes instead of repeating. */
+export interface RunProgress {
+  startedAt: number;
+  loop: RunCheckpoint;
+  /** Present once the run has ended and is being finalized (idempotent re-entry). */
+  outcome?: RunOutcome;
+  /**
+   * The run's delivery as first attempted, and that attempt (null: an earlier flush had
+   * settled it); a re-entered finalize records this payload instead of deciding again.
+   */
+  outgoing?: { payload: DeliveryPayload; attempt: AttemptState | null };
+  /** Set once the finalize batch is written, so a re-entered finalize never writes it twice. */
+  delivery?: { delivered: boolean | null };
+  /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
+  continued?: boolean;
+  /**
+   * How many of `loop.produced` are known to be stored in D1. The final reply (an assistant
+   * message without tool calls) is checkpointed but stored with the finalize batch instead of
+   * on its own round trip.
+   */
+  stored?: number;
+}
+
+export function specOf(row: QueueRow): QueuedRun {
+  return JSON.parse(row.spec) as QueuedRun;
+}
+
+export function progressOf(row: QueueRow): RunProgress | undefined {
+  return row.checkpoint ? (JSON.parse(row.checkpoint) as RunProgress) : undefined;
+}
+
+export class RunQueue {
+  static readonly DDL = `CREATE TABLE IF NOT EXISTS queue (
+    pos INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, state TEXT NOT NULL,
+    spec TEXT NOT NULL, checkpoint TEXT, enqueued_at INTEGER NOT NULL)`;
+
+  constructor(private readonly sql: SqlStorage) {}
+
+  rows(): QueueRow[] {
+    return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos`).toArray();
+  }
+
+  /** Whether any run is queued or running (without reading run specs). */
+  isEmpty(): boolean {
+    return this.sql.exec(`SELECT 1 FROM queue LIMIT 1`).toArray().length === 0;
+  }
+
+  head(): QueueRow | undefined {
+    return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos LIMIT 1`).toArray()[0];
+  }
+
+  byRunId(runId: string): QueueRow | undefined {
+    return this.sql.exec<QueueRow>(`SELECT * FROM queue WHERE run_id = ?`, runId).toArray()[0];
+  }
+
+  /** Runs waiting to start (the running one not counted). */
+  waitingCount(): number {
+    return this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM queue WHERE state = 'queued'`).one().n;
+  }
+
+  /** The newest waiting run (collect mode merges into it). */
+  newestWaiting(): QueueRow | undefined {
+    return this.sql
+      .exec<QueueRow>(`SELECT * FROM queue WHERE state = 'queued' ORDER BY pos DESC LIMIT 1`)
+      .toArray()[0];
+  }
+
+  /** The first run that has started (has a checkpoint), if any. */
+  firstStarted(): QueueRow | undefined {
+    return this.sql
+      .exec<QueueRow>(`SELECT * FROM queue WHERE checkpoint IS NOT NULL ORDER BY pos LIMIT 1`)
+      .toArray()[0];
+  }
+
+  /** A run that has not started yet (no checkpoint). */
+  notStarted(runId: string): QueueRow | undefined {
+    return this.sql
+      .exec<QueueRow>(`SELECT * FROM queue WHERE run_id = ? AND checkpoint IS NULL`, runId)
+      .toArray()[0];
+  }
+
+  insert(runId: string, spec: QueuedRun, now: number): void {
+    this.sql.exec(
+      `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?)`,
+      runId,
+      JSON.stringify(spec),
+      now,
+    );
+  }
+
+  updateSpec(pos: number, spec: QueuedRun): void {
+    this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(spec), pos);
+  }
+
+  /** Marks the row running with its first checkpoint. */
+  start(pos: number, progress: RunProgress): void {
+    this.sql.exec(
+      `UPDATE queue SET state = 'running', checkpoint = ? WHERE pos = ?`,
+      JSON.stringify(progress),
+      pos,
+    );
+  }
+
+  saveProgress(pos: number, progress: RunProgress): void {
+    this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), pos);
+  }
+
+  remove(pos: number): void {
+    this.sql.exec(`DELETE FROM queue WHERE pos = ?`, pos);
+  }
+}

@@ -1,0 +1,57 @@
+/**
+ * The system prompt of a run (pure): the agent's own prompt, then what the run needs to know
+ * about where it is — its session, chat and time zone — and, for inter-session runs, the
+ * agent-to-agent or sub-agent context with the skip tokens it may answer (SPEC §6, §17).
+ */
+import type { EnqueueRequest } from "../runs/types";
+import { ANNOUNCE_SKIP, REPLY_SKIP } from "./flows";
+
+export const DEFAULT_SYSTEM_PROMPT =
+  "You are a helpful assistant reached through a chat gateway. Answer concisely and use tools when they help.";
+
+export interface SystemPromptInput {
+  /** The agent's configured prompt (agents.list[].systemPrompt, else agents.defaults.systemPrompt). */
+  base: string | undefined;
+  req: Pick<EnqueueRequest, "sessionKey" | "init" | "hasThread" | "flow" | "spawn">;
+  timezone: string;
+}
+
+export function buildSystemPrompt({ base, req, timezone }: SystemPromptInput): string {
+  const lines = [
+    base ?? DEFAULT_SYSTEM_PROMPT,
+    "",
+    "## Session",
+    `- session key: ${req.sessionKey}`,
+    `- agent: ${req.init.agentId}`,
+    `- chat type: ${req.init.chatType}${req.hasThread ? " (thread)" : ""}`,
+  ];
+  if (req.init.channel) lines.push(`- channel: ${req.init.channel}`);
+  lines.push(`- timezone: ${timezone}`);
+  const flow = req.flow;
+  if (flow) {
+    lines.push(
+      "",
+      "## Agent-to-agent",
+      `- requester session: ${flow.requesterKey}`,
+      `- target session: ${flow.targetKey}`,
+    );
+    if (flow.phase === "primary") {
+      lines.push("The message below was sent by the requester session; your reply is returned to it.");
+    } else if (flow.phase === "reply") {
+      lines.push(
+        `This is reply-back round ${flow.round} of at most ${flow.maxRounds}. Reply exactly ${REPLY_SKIP} to end the exchange.`,
+      );
+    } else {
+      lines.push(`This is the announce step. Reply exactly ${ANNOUNCE_SKIP} to stay silent.`);
+    }
+  }
+  if (req.spawn) {
+    lines.push("", "## Sub-agent", `- spawned by: ${req.spawn.requesterKey}`);
+    lines.push(
+      req.spawn.phase === "task"
+        ? "Complete the task below; your final reply is reported to the session that spawned you."
+        : `This is the announce step. Reply exactly ${ANNOUNCE_SKIP} to stay silent.`,
+    );
+  }
+  return lines.join("\n");
+}

@@ -1,0 +1,34 @@
+/**
+ * Server-side waits on runs (SPEC §5 `agent.wait`): callers of one SessionActor park here until
+ * the run's outcome is recorded or their timeout passes. In memory on purpose: a wait is a live
+ * request, and the outcome itself is durable (the actor's `finished` record), so a caller that
+ * reconnects simply waits again.
+ */
+import type { RunOutcome } from "../runs/types";
+
+export class RunWaiters {
+  private readonly waiting = new Map<string, Set<(o: RunOutcome) => void>>();
+
+  /** The run's outcome, or undefined when `timeoutMs` passed first. */
+  wait(runId: string, timeoutMs: number): Promise<RunOutcome | undefined> {
+    return new Promise((resolve) => {
+      const set = this.waiting.get(runId) ?? new Set();
+      const timer = setTimeout(() => {
+        set.delete(done);
+        resolve(undefined);
+      }, timeoutMs);
+      const done = (o: RunOutcome) => {
+        clearTimeout(timer);
+        resolve(o);
+      };
+      set.add(done);
+      this.waiting.set(runId, set);
+    });
+  }
+
+  notify(outcome: RunOutcome): void {
+    const set = this.waiting.get(outcome.runId);
+    this.waiting.delete(outcome.runId);
+    for (const resolve of set ?? []) resolve(outcome);
+  }
+}

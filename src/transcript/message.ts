@@ -1,0 +1,45 @@
+/**
+ * Transcript message shapes (SPEC §3): what a stored transcript row holds. A neutral module:
+ * the D1 queries, the agent loop, the SessionActor and the tools all speak in these shapes.
+ */
+
+export type Role = "user" | "assistant" | "toolResult" | "system";
+export type ContentPart =
+  | { type: "text"; text: string }
+  | { type: "toolCall"; id: string; name: string; arguments: unknown };
+
+export interface Provenance {
+  kind: "external_user" | "inter_session" | "internal_system" | "subagent_announce";
+  sourceSessionKey?: string;
+  sourceChannel?: string;
+  sourceTool?: string;
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+}
+
+export interface TranscriptMessage {
+  /** Deterministic id (`<runId>:<step…>`): appends are idempotent by it. */
+  id: string;
+  seq?: number;
+  role: Role;
+  content: ContentPart[];
+  toolCallId?: string;
+  toolName?: string;
+  isError?: boolean;
+  timestamp: number;
+  runId?: string;
+  model?: string;
+  usage?: Usage;
+  provenance?: Provenance;
+}
+
+export function textOf(message: Pick<TranscriptMessage, "content">): string {
+  return message.content
+    .filter((p): p is { type: "text"; text: string } => p.type === "text")
+    .map((p) => p.text)
+    .join("");
+}

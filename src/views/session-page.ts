@@ -1,0 +1,101 @@
+/**
+ * One page of the session index for a listing (SPEC §6 `sessions_list`, §17 `sessions.list`):
+ * the union of index-bound scopes with the same filters and keyset cursor, merged newest
+ * `updatedAt` first, each row shaped by `listRow`. The operator RPC lists one unrestricted scope
+ * with canonical keys; the tool lists the caller's visibility scopes with the `main` alias.
+ */
+import { listSessions, recentMessages, type SessionListFilter, type SessionRow } from "../db/queries";
+import type { VisibilityScope } from "../policy/visibility";
+import type { TranscriptMessage } from "../transcript/message";
+import { encodeCursor, listRow } from "./session";
+
+/** Integer in [min, max] (fractions truncated); `fallback` when absent. Limits are clamped, not refused (SPEC §17). */
+export function clampInt(n: number | undefined, min: number, max: number, fallback: number): number {
+  if (n === undefined || Number.isNaN(n)) return fallback;
+  return Math.min(max, Math.max(min, Math.trunc(n)));
+}
+
+export const SESSION_KINDS = ["main", "group", "cron", "hook", "node", "other"] as const;
+
+export interface SessionPageQuery {
+  kinds?: string[];
+  agentId?: string;
+  label?: string;
+  activeMinutes?: number;
+  archived: boolean | "all";
+  cursor?: { updatedAt: number; key: string };
+  excludeKeys: string[];
+  /** Already clamped. */
+  limit: number;
+  /** Already clamped; 0 = no messages. */
+  messageLimit: number;
+}
+
+export interface SessionPageOptions {
+  /** The key a row is shown with. */
+  displayKey(row: SessionRow): string;
+  /** Rewrites each row's recent messages (e.g. redaction for model context). */
+  messages?(messages: TranscriptMessage[]): TranscriptMessage[];
+  /** Extra fields rewritten on the row view (e.g. `spawnedBy` in display form). */
+  spawnedBy?(key: string): string;
+}
+
+function newestFirst(a: SessionRow, b: SessionRow): number {
+  return b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0);
+}
+
+/**
+ * One page of the union of `scopes` (each an index-bound query with the same filters and cursor,
+ * merged and deduplicated by key), newest `updatedAt` first; `nextCursor` when more rows follow.
+ */
+export async function listSessionPage(
+  env: Env,
+  scopes: VisibilityScope[],
+  q: SessionPageQuery,
+  opts: SessionPageOptions,
+) {
+  const base: SessionListFilter = {
+    kinds: q.kinds,
+    agentId: q.agentId,
+    label: q.label,
+    activeSince: q.activeMinutes ? Date.now() - q.activeMinutes * 60_000 : undefined,
+    archived: q.archived,
+    excludeKeys: q.excludeKeys,
+    limit: q.limit + 1,
+    cursor: q.cursor,
+  };
+  // A scope for another agent than the one asked for selects nothing: skip its query.
+  const queries = scopes
+    .filter((s) => !(s.agentId && q.agentId && s.agentId !== q.agentId))
+    .map((s) => listSessions(env, { ...base, ...s }));
+  const results = await Promise.all(queries);
+  const seen = new Set<string>();
+  // One scope is already in index order; several are merged in the same order.
+  const rows =
+    results.length === 1
+      ? (results[0] ?? [])
+      : results
+          .flat()
+          .filter((r) => !seen.has(r.key) && seen.add(r.key))
+          .sort(newestFirst)
+          .slice(0, q.limit + 1);
+  const page = rows.slice(0, q.limit);
+  const sessions = await Promise.all(
+    page.map(async (row) => {
+      let msgs: TranscriptMessage[] | undefined;
+      if (q.messageLimit > 0) {
+        msgs = await recentMessages(env, row.sessionId, q.messageLimit, { excludeToolResults: true });
+        if (opts.messages) msgs = opts.messages(msgs);
+      }
+      const view = listRow(row, opts.displayKey(row), msgs);
+      if (opts.spawnedBy && view.spawnedBy) view.spawnedBy = opts.spawnedBy(view.spawnedBy);
+      return view;
+    }),
+  );
+  const last = page[page.length - 1];
+  return {
+    count: sessions.length,
+    sessions,
+    ...(rows.length > q.limit && last ? { nextCursor: encodeCursor(last.updatedAt, last.key) } : {}),
+  };
+}

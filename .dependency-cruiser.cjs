@@ -1,0 +1,56 @@
+/**
+ * The layering of src/, checked by `npm test` (npm run lint:layers). Lower layers never import
+ * upper ones; type-only imports count too (tsPreCompilationDeps), because a type import is still
+ * a dependency a reader has to follow.
+ *
+ *   transcript, keys, config, version        neutral shapes and pure rules
+ *   policy, db                               pure policy; D1 schema and named queries
+ *   runs, views, delivery, agent             the run contract, JSON views, connector delivery, model loop
+ *   tools                                    agent tools (reach sessions through a port in their context)
+ *   session                                  the SessionActor and its modules
+ *   rpc, cron                                operator methods, scheduled maintenance
+ *   routes, http, auth/bearer                the HTTP surface
+ * auth/signature.ts (HMAC signatures, stable ids, constant-time compare) is pure and usable by all.
+ */
+const layer = (name, forbidden) => ({
+  name: `${name}-layer`,
+  severity: "error",
+  comment: `src/${name}/ must not depend on ${forbidden.join(", ")}`,
+  from: { path: `^src/${name}/` },
+  to: { path: `^src/(${forbidden.join("|")})(/|\\.ts$)` },
+});
+
+const UPPER_THAN_TOOLS = ["session", "rpc", "cron", "routes", "http", "auth/bearer"];
+const UPPER_THAN_VIEWS = ["tools", ...UPPER_THAN_TOOLS];
+
+module.exports = {
+  forbidden: [
+    {
+      name: "no-circular",
+      severity: "error",
+      comment: "Import cycles hide which module owns what.",
+      from: { path: "^src/" },
+      to: { circular: true },
+    },
+    layer("transcript", ["keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("keys", ["transcript", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("config", ["transcript", "keys", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("policy", ["db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("db", ["keys", "policy", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("runs", ["views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("views", ["delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("delivery", ["views", "agent", ...UPPER_THAN_VIEWS]),
+    layer("agent", ["views", "delivery", "session", "rpc", "cron", "routes", "http", "auth/bearer"]),
+    layer("tools", UPPER_THAN_TOOLS),
+    layer("session", ["rpc", "cron", "routes", "http"]),
+    layer("rpc", ["tools", "cron", "routes"]),
+    layer("cron", ["tools", "rpc", "routes", "http"]),
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    exclude: { path: "(^|/)worker-configuration\\.d\\.ts$" },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: "tsconfig.json" },
+    reporterOptions: { text: { highlightFocused: true } },
+  },
+};

@@ -8,7 +8,7 @@
  *   runs, views, delivery, agent             the run contract, JSON views, connector delivery, model loop
  *   tools                                    agent tools (reach sessions through a port in their context)
  *   session                                  the SessionActor and its modules
- *   rpc, cron                                operator methods, scheduled maintenance
+ *   cron, rpc                                scheduled maintenance, operator methods (rpc may read cron)
  *   routes, http, auth/bearer                the HTTP surface
  * auth/signature.ts (HMAC signatures, stable ids, constant-time compare) is pure and usable by all.
  */
@@ -43,7 +43,7 @@ module.exports = {
     layer("agent", ["views", "delivery", "session", "rpc", "cron", "routes", "http", "auth/bearer"]),
     layer("tools", UPPER_THAN_TOOLS),
     layer("session", ["rpc", "cron", "routes", "http"]),
-    layer("rpc", ["tools", "cron", "routes"]),
+    layer("rpc", ["tools", "routes", "http/app"]),
     layer("cron", ["tools", "rpc", "routes", "http"]),
   ],
   options: {

@@ -6,7 +6,9 @@ export { SessionActor } from "./session/actor";
 
 export default {
   fetch: app.fetch,
-  async scheduled(controller, env, ctx) {
-    ctx.waitUntil(runScheduled(controller, env));
+  // Awaited rather than handed to waitUntil: the invocation lasts as long as its maintenance,
+  // so overlapping triggers are visible as such and `/__scheduled` answers when the work is done.
+  async scheduled(controller, env) {
+    await runScheduled(controller, env);
   },
 } satisfies ExportedHandler<Env>;

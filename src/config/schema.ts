@@ -461,6 +461,17 @@ export const ConfigSchema = z
     delivery: DeliverySchema.prefault({}),
   })
   .superRefine((config, ctx) => {
+    // A job delivering to a channel with no connector would only ever produce dead deliveries.
+    const channels = Object.keys(config.connectors);
+    config.cron.jobs.forEach((job, i) => {
+      if (job.deliver && !channels.includes(job.deliver.channel)) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["cron", "jobs", i, "deliver", "channel"],
+          message: `unknown connector "${job.deliver.channel}" (${channels.length ? `connectors has: ${channels.join(", ")}` : "no connectors are configured"})`,
+        });
+      }
+    });
     // With no agents configured every id is accepted (the implicit agent is `main`); otherwise a
     // reference to an unconfigured agent would silently route nowhere.
     const known = config.agents.list.map((agent) => agent.id);

@@ -1,24 +1,82 @@
 /**
- * Cron triggers (SPEC §11). Every sweep is bounded per invocation and idempotent:
- * - sub-agent sessions idle for `agents.defaults.subagents.archiveAfterMinutes` are archived;
- * - backstops that keep "nothing lost" true even if an alarm was dropped: actors with runs left
- *   queued/running and deliveries past due are nudged.
+ * The `* * * * *` trigger (SPEC §11). Each invocation runs these tasks, each bounded and
+ * idempotent, one after another, so a slow or failing task never stops the others:
+ * - `jobs`: scheduled jobs due this minute (jobs.ts);
+ * - `resetSweep`: sessions whose reset policy expired are closed (reset-sweep.ts);
+ * - `archival`: sub-agent sessions idle for `agents.defaults.subagents.archiveAfterMinutes`;
+ * - `retention`: old transcripts, runs and deliveries (`session.retention.days`, retention.ts);
+ * - `backstop`: actors with runs left queued/running or deliveries past due are nudged, in case
+ *   an alarm was lost, so that nothing is lost.
+ * What each task did is recorded in D1 (`maintenance`) and shown by the `status` RPC.
  */
 import { loadConfig } from "../config/load";
+import type { Config } from "../config/schema";
+import { recordTaskRuns, type TaskRun } from "../db/maintenance";
 import { archiveIdleSubagents, overdueDeliveries, staleActiveRuns } from "../db/queries";
+import { runDueJobs } from "./jobs";
+import { sweepExpiredSessions } from "./reset-sweep";
+import { applyRetention } from "./retention";
 
 const CHUNK = 100;
 const GRACE_MS = 60_000;
 
-export async function runScheduled(controller: ScheduledController, env: Env): Promise<void> {
+type Counts = Record<string, unknown>;
+type Task = (
+  env: Env,
+  config: Config,
+  now: number,
+) => Promise<{ counts: Counts; worked: boolean } | undefined>;
+
+export const TASKS: Record<string, Task> = {
+  async jobs(env, config, now) {
+    if (config.cron.jobs.length === 0) return undefined;
+    const r = await runDueJobs(env, config, now);
+    return { counts: { ...r }, worked: r.queued.length + r.skipped.length > 0 };
+  },
+  async resetSweep(env, config, now) {
+    const r = await sweepExpiredSessions(env, config, now);
+    return { counts: { ...r }, worked: r.closed + r.rescheduled > 0 };
+  },
+  async archival(env, config, now) {
+    const before = now - config.agents.defaults.subagents.archiveAfterMinutes * 60_000;
+    const archived = (await archiveIdleSubagents(env, before, now, CHUNK)).length;
+    return { counts: { archived }, worked: archived > 0 };
+  },
+  async retention(env, config, now) {
+    const r = await applyRetention(env, config, now);
+    if (!r) return undefined;
+    const { more, ...deleted } = r;
+    return { counts: { ...r }, worked: Object.values(deleted).some((n) => n > 0) };
+  },
+  async backstop(env, _config, now) {
+    const [runs, deliveries] = await Promise.all([
+      staleActiveRuns(env, now - GRACE_MS, CHUNK),
+      overdueDeliveries(env, now - GRACE_MS, CHUNK),
+    ]);
+    const keys = new Set([...runs.map((r) => r.sessionKey), ...deliveries.map((d) => d.sessionKey)]);
+    await Promise.allSettled([...keys].map((key) => env.SESSION_ACTOR.getByName(key).kick(key)));
+    return { counts: { nudged: keys.size }, worked: keys.size > 0 };
+  },
+};
+
+export async function runScheduled(
+  controller: Pick<ScheduledController, "scheduledTime">,
+  env: Env,
+): Promise<void> {
   const now = controller.scheduledTime || Date.now();
   const config = loadConfig(env);
-  const archiveBefore = now - config.agents.defaults.subagents.archiveAfterMinutes * 60_000;
-  await archiveIdleSubagents(env, archiveBefore, now, CHUNK);
-  const [runs, deliveries] = await Promise.all([
-    staleActiveRuns(env, now - GRACE_MS, CHUNK),
-    overdueDeliveries(env, now - GRACE_MS, CHUNK),
-  ]);
-  const keys = new Set([...runs.map((r) => r.sessionKey), ...deliveries.map((d) => d.sessionKey)]);
-  await Promise.allSettled([...keys].map((key) => env.SESSION_ACTOR.getByName(key).kick(key)));
+  const runs: Record<string, TaskRun> = {};
+  for (const [name, task] of Object.entries(TASKS)) {
+    const started = Date.now();
+    try {
+      const result = await task(env, config, now);
+      if (result)
+        runs[name] = { at: now, durationMs: Date.now() - started, worked: result.worked, ...result.counts };
+    } catch (error) {
+      console.error(`scheduled task ${name} failed`, error);
+      const message = error instanceof Error ? error.message : String(error);
+      runs[name] = { at: now, durationMs: Date.now() - started, worked: false, error: message };
+    }
+  }
+  await recordTaskRuns(env, runs);
 }

@@ -45,6 +45,11 @@ export const sessions = sqliteTable(
     runStatus: text("run_status").notNull().default("idle"),
     /** When the reset policy makes this session stale; the cron sweep reads it by index. */
     expiresAt: integer("expires_at"),
+    /**
+     * Set once the session is closed by its reset policy (the instant it went stale): the row
+     * still shows the old sessionId, and the next run under this key starts a new one.
+     */
+    expiredAt: integer("expired_at"),
   },
   (t) => [
     index("sessions_recent").on(t.updatedAt, t.key),
@@ -52,7 +57,8 @@ export const sessions = sqliteTable(
     index("sessions_kind_recent").on(t.kind, t.updatedAt, t.key),
     index("sessions_spawned_by").on(t.spawnedBy, t.updatedAt),
     uniqueIndex("sessions_agent_label").on(t.agentId, t.label),
-    index("sessions_expiry").on(t.expiresAt),
+    // Live sessions that will go stale, by expiry: the reset sweep's index (SPEC §10, §11).
+    index("sessions_due").on(t.expiresAt).where(sql`${t.expiredAt} IS NULL AND ${t.expiresAt} IS NOT NULL`),
     // Sub-agent sessions that may be due for archival (SPEC §6): only live children are indexed.
     index("sessions_subagent_archive")
       .on(t.updatedAt)
@@ -95,7 +101,12 @@ export const messages = sqliteTable(
     /** Compaction entries: summary text lives in content, this is the first seq kept. */
     firstKeptSeq: integer("first_kept_seq"),
   },
-  (t) => [primaryKey({ columns: [t.sessionId, t.seq] }), uniqueIndex("messages_id").on(t.id)],
+  (t) => [
+    primaryKey({ columns: [t.sessionId, t.seq] }),
+    uniqueIndex("messages_id").on(t.id),
+    // Transcript retention deletes the oldest messages first (session.retention.days).
+    index("messages_timestamp").on(t.timestamp),
+  ],
 );
 
 export const runs = sqliteTable(
@@ -170,4 +181,40 @@ export const inbound = sqliteTable(
     primaryKey({ columns: [t.channel, t.accountId, t.messageId] }),
     index("inbound_created").on(t.createdAt),
   ],
+);
+
+/**
+ * What the scheduled maintenance did last (one row per task: reset sweep, archival, retention,
+ * scheduled jobs), so an operator sees it in the `status` RPC.
+ */
+export const maintenance = sqliteTable("maintenance", {
+  task: text("task").primaryKey(),
+  lastRunAt: integer("last_run_at").notNull(),
+  /** The last invocation: when, how long, its counts (or its error). */
+  lastRun: text("last_run", { mode: "json" }).notNull(),
+  /** The last invocation that changed something, kept while later ones find nothing to do. */
+  lastWork: text("last_work", { mode: "json" }),
+});
+
+/**
+ * Scheduled-job claims: one row per job and scheduled minute, inserted before the job runs, so
+ * a minute runs at most once however many trigger invocations see it.
+ */
+export const jobRuns = sqliteTable(
+  "job_runs",
+  {
+    jobId: text("job_id").notNull(),
+    /** The scheduled minute (epoch ms) this run is for. */
+    scheduledFor: integer("scheduled_for").notNull(),
+    runId: text("run_id").notNull(),
+    sessionKey: text("session_key").notNull(),
+    claimedAt: integer("claimed_at").notNull(),
+    /** Set when the run makes up a minute missed while the gateway was down. */
+    late: integer("late", { mode: "boolean" }).notNull().default(false),
+    /** When its run was accepted by the session; a claim without it is retried by the next trigger. */
+    queuedAt: integer("queued_at"),
+    /** Why the run was not queued (e.g. the session's queue was full); null when it was. */
+    skipped: text("skipped"),
+  },
+  (t) => [primaryKey({ columns: [t.jobId, t.scheduledFor] }), index("job_runs_claimed").on(t.claimedAt)],
 );

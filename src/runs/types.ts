@@ -90,8 +90,10 @@ export interface EnqueueRequest {
   route?: DeliveryRoute;
   origin?: Origin;
   init: EntryInit;
-  /** A message from a person: refreshes idle freshness, checks expiry and reset triggers. */
+  /** A message from a person: refreshes idle freshness, checks reset triggers and commands. */
   userInteraction: boolean;
+  /** Start a new sessionId for this run, keeping the key's settings (isolated scheduled jobs). */
+  freshSession?: boolean;
   hasThread: boolean;
   idempotencyKey?: string;
   timeoutSeconds?: number;

@@ -6,12 +6,10 @@
  * The decision is one synchronous critical section over the actor's storage; D1 is written after.
  */
 import type { SessionRow } from "../db/queries";
-import { chatTypeOfKey } from "../keys/session-key";
 import type { EnqueueRequest, EnqueueResult, RunInput } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
 import type { ActorContext } from "./actor-context";
-import { applyRoute, entryExpiry, newSessionRow, resetEntry } from "./entry";
-import { evaluateFreshness, resolveResetPolicy } from "./freshness";
+import { applyRoute, entryExpiry, isStale, newSessionRow, resetEntry } from "./entry";
 import { matchResetTrigger } from "./reset-trigger";
 import { type QueuedRun, specOf } from "./run-queue";
 
@@ -50,13 +48,15 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   if (!entry) {
     entry = newSessionRow(req.sessionKey, req.init, now, crypto.randomUUID());
     created = true;
-  } else if (req.userInteraction) {
-    const { chatType, thread } = chatTypeOfKey(entry.key, req.hasThread);
-    const policy = resolveResetPolicy(config.session, entry.channel, chatType, thread);
-    if (!evaluateFreshness(entry, policy, config.session.timezone, now).fresh) {
-      entry = resetEntry(entry, now);
-      resetHappened = true;
-    }
+  } else if (
+    req.freshSession ||
+    isStale(entry, config, now, req.userInteraction ? req.hasThread : undefined)
+  ) {
+    // A stale session is closed: whatever reaches it next (a person, a job, a hook, another
+    // session) starts a new sessionId, as does an isolated job's run. Only a person's message
+    // refreshes idle freshness below.
+    entry = resetEntry(entry, now);
+    resetHappened = true;
   }
 
   let inputs = req.inputs;

@@ -8,7 +8,7 @@ import type { Config } from "../config/schema";
 import type { DeliveryContext, Origin, SessionRow } from "../db/queries";
 import { chatTypeOfKey, isSubagentKey } from "../keys/session-key";
 import type { EnqueueRequest, EntryInit } from "../runs/types";
-import { resolveResetPolicy, sessionExpiry } from "./freshness";
+import { evaluateFreshness, type ResetPolicy, resolveResetPolicy, sessionExpiry } from "./freshness";
 
 /** A session entry as it is first created: the init's fields, counters zero, nothing else set. */
 export function newSessionRow(
@@ -53,6 +53,7 @@ export function newSessionRow(
     archivedAt: null,
     runStatus: "idle",
     expiresAt: null,
+    expiredAt: null,
   };
 }
 
@@ -74,24 +75,55 @@ export function resetEntry(
     compactionCount: 0,
     systemSent: false,
     abortedLastRun: false,
+    expiredAt: null,
   };
 }
 
-/**
- * When the entry's reset policy makes it stale (SPEC §10), or null when it never does: cron,
- * hook and sub-agent sessions are not reset by time (isolated jobs get a new sessionId per run).
- */
+export type ExpiryFields = Pick<
+  SessionRow,
+  "key" | "kind" | "channel" | "lastThreadId" | "sessionStartedAt" | "lastInteractionAt"
+>;
+
+/** The reset policy of the entry, or undefined for kinds that time never resets. */
+function policyOf(entry: ExpiryFields, config: Config, inThread: boolean): ResetPolicy | undefined {
+  // Cron, hook and sub-agent sessions are not reset by time (isolated jobs get a new sessionId per run).
+  if (entry.kind === "cron" || entry.kind === "hook" || isSubagentKey(entry.key)) return undefined;
+  const { chatType, thread } = chatTypeOfKey(entry.key, inThread);
+  return resolveResetPolicy(config.session, entry.channel, chatType, thread);
+}
+
+/** When the entry's reset policy makes it stale (SPEC §10), or null when it never does. */
 export function entryExpiry(
-  entry: Pick<
-    SessionRow,
-    "key" | "kind" | "channel" | "lastThreadId" | "sessionStartedAt" | "lastInteractionAt"
-  >,
+  entry: ExpiryFields,
   config: Config,
+  /** The message at hand is in a thread (the key may not say so); default: the last route's. */
+  inThread = !!entry.lastThreadId,
 ): number | null {
-  if (entry.kind === "cron" || entry.kind === "hook" || isSubagentKey(entry.key)) return null;
-  const { chatType, thread } = chatTypeOfKey(entry.key, !!entry.lastThreadId);
-  const policy = resolveResetPolicy(config.session, entry.channel, chatType, thread);
-  return sessionExpiry(entry, policy, config.session.timezone) ?? null;
+  const policy = policyOf(entry, config, inThread);
+  return policy ? (sessionExpiry(entry, policy, config.session.timezone) ?? null) : null;
+}
+
+/**
+ * Whether the session is stale at `now` under the current config: its next run starts a new
+ * sessionId, whatever triggered the run (SPEC §10; only user messages refresh idle freshness).
+ */
+export function isStale(
+  entry: ExpiryFields,
+  config: Config,
+  now: number,
+  inThread = !!entry.lastThreadId,
+): boolean {
+  const policy = policyOf(entry, config, inThread);
+  return !!policy && !evaluateFreshness(entry, policy, config.session.timezone, now).fresh;
+}
+
+/**
+ * When a session was closed by its reset policy: the moment it went stale, once that moment has
+ * passed. Derived from the entry alone, so the reset sweep and the session's actor always write
+ * the same value and neither undoes the other.
+ */
+export function closedAt(entry: Pick<SessionRow, "expiresAt">, now: number): number | null {
+  return entry.expiresAt !== null && entry.expiresAt <= now ? entry.expiresAt : null;
 }
 
 /** The route, origin and descriptive fields a request records on the entry (best effort, additive). */

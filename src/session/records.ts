@@ -25,6 +25,7 @@ import {
 import type { deliveries, runs } from "../db/schema";
 import type { AttemptState } from "../delivery/outbox";
 import type { TranscriptMessage } from "../transcript/message";
+import { closedAt } from "./entry";
 
 export type RunRecord = typeof runs.$inferInsert;
 export type RunEnd = Partial<Omit<RunRecord, "runId">>;
@@ -86,6 +87,11 @@ function isUniqueViolation(error: unknown): boolean {
   return false;
 }
 
+/** The entry as its D1 row: closed (`expiredAt`) once its expiry has passed, as the sweep writes it. */
+function sessionStatement(e: Env, entry: SessionRow): D1PreparedStatement {
+  return upsertSessionStatement(e, { ...entry, expiredAt: closedAt(entry, Date.now()) });
+}
+
 /** The records as direct D1 writes. `env` is read per call (tests rewire an actor's bindings). */
 export function d1Records(env: () => Env): ActorRecords {
   return {
@@ -97,7 +103,7 @@ export function d1Records(env: () => Env): ActorRecords {
     async runAccepted({ entry, run, starting, inbound }) {
       const e = env();
       const statements = [
-        upsertSessionStatement(e, entry),
+        sessionStatement(e, entry),
         recordTranscriptStatement(e, run.sessionId, entry.key, run.createdAt),
         // Insert only: applied late, it must never move a finished run back to running.
         insertRunStatement(e, starting ? { ...run, status: "running" } : run),
@@ -122,7 +128,7 @@ export function d1Records(env: () => Env): ActorRecords {
       const e = env();
       await writeBatch(e, [
         startRunStatement(e, run),
-        ...(entry ? [upsertSessionStatement(e, { ...entry, runStatus: "running" })] : []),
+        ...(entry ? [sessionStatement(e, { ...entry, runStatus: "running" })] : []),
         ...appendMessageStatements(e, run.sessionId, messages),
       ]);
     },
@@ -138,7 +144,7 @@ export function d1Records(env: () => Env): ActorRecords {
         ...appendMessageStatements(e, sessionId, messages),
         ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
         updateRunStatement(e, runId, end),
-        ...(entry ? [upsertSessionStatement(e, entry)] : []),
+        ...(entry ? [sessionStatement(e, entry)] : []),
       ]);
     },
 
@@ -153,7 +159,7 @@ export function d1Records(env: () => Env): ActorRecords {
     async sessionStarted(entry, at) {
       const e = env();
       await writeBatch(e, [
-        upsertSessionStatement(e, entry),
+        sessionStatement(e, entry),
         recordTranscriptStatement(e, entry.sessionId, entry.key, at),
       ]);
     },
@@ -161,7 +167,7 @@ export function d1Records(env: () => Env): ActorRecords {
     async entryPatched(entry) {
       const e = env();
       try {
-        await writeBatch(e, [upsertSessionStatement(e, entry)]);
+        await writeBatch(e, [sessionStatement(e, entry)]);
         return "ok";
       } catch (error) {
         if (isUniqueViolation(error)) return "label-taken";

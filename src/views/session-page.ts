@@ -54,11 +54,12 @@ export async function listSessionPage(
   q: SessionPageQuery,
   opts: SessionPageOptions,
 ) {
+  const now = Date.now();
   const base: SessionListFilter = {
     kinds: q.kinds,
     agentId: q.agentId,
     label: q.label,
-    activeSince: q.activeMinutes ? Date.now() - q.activeMinutes * 60_000 : undefined,
+    activeSince: q.activeMinutes ? now - q.activeMinutes * 60_000 : undefined,
     archived: q.archived,
     excludeKeys: q.excludeKeys,
     limit: q.limit + 1,
@@ -87,7 +88,7 @@ export async function listSessionPage(
         msgs = await recentMessages(env, row.sessionId, q.messageLimit, { excludeToolResults: true });
         if (opts.messages) msgs = opts.messages(msgs);
       }
-      const view = listRow(row, opts.displayKey(row), msgs);
+      const view = listRow(row, opts.displayKey(row), now, msgs);
       if (opts.spawnedBy && view.spawnedBy) view.spawnedBy = opts.spawnedBy(view.spawnedBy);
       return view;
     }),

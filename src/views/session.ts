@@ -27,7 +27,18 @@ export function listChannel(row: SessionRow): string {
   return row.lastChannel ?? row.channel ?? "unknown";
 }
 
-export function listRow(row: SessionRow, displayKey: string, messages?: TranscriptMessage[]) {
+/**
+ * When the session was closed by its reset policy, or null while it is current. The reset sweep
+ * records it within a minute; until then the expiry itself says so, so a list never shows a
+ * stale session as current.
+ */
+export function expiredAtOf(row: Pick<SessionRow, "expiredAt" | "expiresAt">, now: number): number | null {
+  if (row.expiredAt !== null) return row.expiredAt;
+  return row.expiresAt !== null && row.expiresAt <= now ? row.expiresAt : null;
+}
+
+export function listRow(row: SessionRow, displayKey: string, now: number, messages?: TranscriptMessage[]) {
+  const expiredAt = expiredAtOf(row, now);
   return compact({
     key: displayKey,
     kind: row.kind,
@@ -51,6 +62,11 @@ export function listRow(row: SessionRow, displayKey: string, messages?: Transcri
     spawnedBy: row.spawnedBy,
     archivedAt: row.archivedAt,
     runStatus: row.runStatus,
+    // Closed sessions keep their last sessionId (its transcript stays readable); the next
+    // message under the key starts a new one.
+    expired: expiredAt !== null,
+    expiredAt,
+    expiresAt: expiredAt === null ? row.expiresAt : null,
     transcriptPath: transcriptPath(row.sessionId),
     messages,
   });

@@ -214,6 +214,8 @@ describe("status", () => {
         { channel: "slack", deliverUrl: true, secretSet: true },
       ],
       queue: { mode: "followup", cap: 50 },
+      maintenance: {},
+      jobs: [],
     });
     expect(Math.abs((res.payload.now as number) - Date.now())).toBeLessThan(60_000);
   });
@@ -325,6 +327,7 @@ describe("sessions.list", () => {
       systemSent: false,
       abortedLastRun: false,
       runStatus: "idle",
+      expired: false,
       transcriptPath: `/v1/transcripts/${r!.sessionId}.jsonl`,
     });
     expect(res.payload.sessions).toEqual([

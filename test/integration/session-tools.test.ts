@@ -711,6 +711,7 @@ describe("sessions_list", () => {
       lastChannel: "telegram",
       lastTo: "room",
       runStatus: "idle",
+      expired: false,
       transcriptPath: `/v1/transcripts/${row?.sessionId}.jsonl`,
     });
   });

@@ -1,0 +1,250 @@
+/**
+ * Named D1 queries of the scheduled maintenance (SPEC §11): the sessions due for closing, the
+ * guarded updates that close or reschedule them, retention deletes, scheduled-job claims and
+ * the maintenance record shown by `status`. Every query is served by an index and bounded by a
+ * limit; every write is guarded or keyed so that two overlapping invocations change a row once.
+ */
+import { and, asc, desc, eq, gte, isNull, lte, sql } from "drizzle-orm";
+import { database } from "./queries";
+import * as schema from "./schema";
+
+/** Changes made by each statement of a batch, in order. */
+async function batchChanges(env: Env, statements: D1PreparedStatement[]): Promise<number[]> {
+  if (statements.length === 0) return [];
+  const results = await env.DB.batch(statements);
+  return results.map((r) => r.meta.changes ?? 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reset sweep
+
+export type DueSession = Pick<
+  typeof schema.sessions.$inferSelect,
+  "key" | "kind" | "channel" | "lastThreadId" | "sessionStartedAt" | "lastInteractionAt"
+> & { expiresAt: number };
+
+/** Live sessions whose expiry has passed, oldest expiry first (the partial index `sessions_due`). */
+export async function dueSessions(env: Env, now: number, limit: number): Promise<DueSession[]> {
+  const s = schema.sessions;
+  const rows = await database(env)
+    .select({
+      key: s.key,
+      kind: s.kind,
+      channel: s.channel,
+      lastThreadId: s.lastThreadId,
+      sessionStartedAt: s.sessionStartedAt,
+      lastInteractionAt: s.lastInteractionAt,
+      expiresAt: s.expiresAt,
+    })
+    .from(s)
+    .where(and(isNull(s.expiredAt), lte(s.expiresAt, now)))
+    .orderBy(asc(s.expiresAt))
+    .limit(limit)
+    .all();
+  return rows as DueSession[];
+}
+
+/** The SQL of `dueSessions`, for checking its query plan. */
+export function dueSessionsQuery(env: Env, now: number, limit: number) {
+  const s = schema.sessions;
+  return database(env)
+    .select({ key: s.key })
+    .from(s)
+    .where(and(isNull(s.expiredAt), lte(s.expiresAt, now)))
+    .orderBy(asc(s.expiresAt))
+    .limit(limit)
+    .toSQL();
+}
+
+export interface ExpiryChange {
+  key: string;
+  /** The expiry the row was read with: the update applies only if it still holds. */
+  was: number;
+  /** Close the session at this instant… */
+  closeAt?: number;
+  /** …or move its expiry (null: it no longer expires). */
+  expiresAt?: number | null;
+}
+
+/**
+ * Applies expiry changes in one batch. Each update holds only while the row still has the
+ * expiry it was read with and is not closed, so a concurrent write by the session's actor (a
+ * new message moved the expiry) or a second sweep wins or loses cleanly. Returns, per change,
+ * whether it applied.
+ */
+export async function applyExpiryChanges(env: Env, changes: ExpiryChange[]): Promise<boolean[]> {
+  const db = database(env);
+  const s = schema.sessions;
+  const statements = changes.map((c) => {
+    const set =
+      c.closeAt !== undefined
+        ? { expiredAt: c.closeAt, expiresAt: c.closeAt }
+        : { expiresAt: c.expiresAt ?? null };
+    const query = db
+      .update(s)
+      .set(set)
+      .where(and(eq(s.key, c.key), eq(s.expiresAt, c.was), isNull(s.expiredAt)))
+      .toSQL();
+    return env.DB.prepare(query.sql).bind(...query.params);
+  });
+  return (await batchChanges(env, statements)).map((n) => n > 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Retention
+
+/**
+ * Deletes up to `limit` transcript messages older than `before`, oldest first (index
+ * `messages_timestamp`): how many, and the transcripts they belonged to.
+ */
+export async function deleteOldMessages(
+  env: Env,
+  before: number,
+  limit: number,
+): Promise<{ deleted: number; sessionIds: string[] }> {
+  const { results } = await env.DB.prepare(
+    `DELETE FROM messages WHERE rowid IN (
+       SELECT rowid FROM messages WHERE timestamp < ?1 ORDER BY timestamp LIMIT ?2)
+     RETURNING session_id`,
+  )
+    .bind(before, limit)
+    .all<{ session_id: string }>();
+  return { deleted: results.length, sessionIds: [...new Set(results.map((r) => r.session_id))] };
+}
+
+/**
+ * Deletes the transcript records (sessionId → key) among `sessionIds` that have no message left
+ * and are no session's current sessionId: their export would be empty. Chunked by 90 ids.
+ */
+export async function deleteEmptyTranscripts(env: Env, sessionIds: string[]): Promise<number> {
+  const statements: D1PreparedStatement[] = [];
+  for (let i = 0; i < sessionIds.length; i += 90) {
+    const chunk = sessionIds.slice(i, i + 90);
+    statements.push(
+      env.DB.prepare(
+        `DELETE FROM transcripts WHERE session_id IN (${chunk.map(() => "?").join(", ")})
+           AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = transcripts.session_id)
+           AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = transcripts.session_id)`,
+      ).bind(...chunk),
+    );
+  }
+  return (await batchChanges(env, statements)).reduce((a, b) => a + b, 0);
+}
+
+/** Per table: the rows retention may delete once older than the cutoff, and the index that finds them. */
+const RETAINED = {
+  // Finished runs only (index runs_active: status, created_at).
+  runs: `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs
+           WHERE status IN ('ok', 'error', 'aborted', 'timeout') AND created_at < ?1 LIMIT ?2)`,
+  // Settled deliveries only (index deliveries_status_recent: status, created_at, …).
+  deliveries: `DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries
+           WHERE status IN ('delivered', 'dead') AND created_at < ?1 LIMIT ?2)`,
+  // Inbound dedupe records (index inbound_created).
+  inbound: `DELETE FROM inbound WHERE rowid IN (SELECT rowid FROM inbound WHERE created_at < ?1 LIMIT ?2)`,
+  // Scheduled-job claims (index job_runs_claimed).
+  jobRuns: `DELETE FROM job_runs WHERE rowid IN (SELECT rowid FROM job_runs WHERE claimed_at < ?1 LIMIT ?2)`,
+} as const;
+
+export type RetainedTable = keyof typeof RETAINED;
+
+/** Deletes up to `limit` rows of each table older than `before`; returns the count per table. */
+export async function deleteOldRows(
+  env: Env,
+  before: number,
+  limit: number,
+): Promise<Record<RetainedTable, number>> {
+  const tables = Object.keys(RETAINED) as RetainedTable[];
+  const changes = await batchChanges(
+    env,
+    tables.map((t) => env.DB.prepare(RETAINED[t]).bind(before, limit)),
+  );
+  return Object.fromEntries(tables.map((t, i) => [t, changes[i] ?? 0])) as Record<RetainedTable, number>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scheduled jobs
+
+export type JobRun = typeof schema.jobRuns.$inferSelect;
+
+/** Claims a job's scheduled minute; false when another invocation claimed it first. */
+export async function claimJobRun(env: Env, claim: Omit<JobRun, "skipped" | "queuedAt">): Promise<boolean> {
+  const result = await database(env).insert(schema.jobRuns).values(claim).onConflictDoNothing().run();
+  return (result.meta.changes ?? 0) > 0;
+}
+
+/** Records how a claimed run went: accepted by its session at `queuedAt`, or skipped and why. */
+export async function settleJobRun(
+  env: Env,
+  claim: Pick<JobRun, "jobId" | "scheduledFor">,
+  outcome: { queuedAt: number } | { skipped: string },
+): Promise<void> {
+  const j = schema.jobRuns;
+  await database(env)
+    .update(j)
+    .set(outcome)
+    .where(and(eq(j.jobId, claim.jobId), eq(j.scheduledFor, claim.scheduledFor)))
+    .run();
+}
+
+/**
+ * Claims made since `since` whose run was neither queued nor skipped: the invocation that
+ * claimed them stopped in between. Index `job_runs_claimed`.
+ */
+export async function unsettledJobRuns(env: Env, since: number): Promise<JobRun[]> {
+  const j = schema.jobRuns;
+  return database(env)
+    .select()
+    .from(j)
+    .where(and(gte(j.claimedAt, since), isNull(j.queuedAt), isNull(j.skipped)))
+    .limit(100)
+    .all();
+}
+
+/** A job's newest claimed run (the primary key serves it). */
+export async function lastJobRun(env: Env, jobId: string): Promise<JobRun | undefined> {
+  const j = schema.jobRuns;
+  return database(env)
+    .select()
+    .from(j)
+    .where(eq(j.jobId, jobId))
+    .orderBy(desc(j.scheduledFor))
+    .limit(1)
+    .get();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The maintenance record
+
+export interface TaskRun {
+  at: number;
+  durationMs: number;
+  /** Whether this invocation changed anything (kept as `lastWork` if so). */
+  worked: boolean;
+  [count: string]: unknown;
+}
+
+/** Records each task's run; a run that changed nothing keeps the previous `lastWork`. */
+export async function recordTaskRuns(env: Env, runs: Record<string, TaskRun>): Promise<void> {
+  const m = schema.maintenance;
+  const db = database(env);
+  const statements = Object.entries(runs).map(([task, run]) => {
+    const query = db
+      .insert(m)
+      .values({ task, lastRunAt: run.at, lastRun: run, lastWork: run.worked ? run : null })
+      .onConflictDoUpdate({
+        target: m.task,
+        set: {
+          lastRunAt: run.at,
+          lastRun: run,
+          lastWork: run.worked ? run : sql`${m.lastWork}`,
+        },
+      })
+      .toSQL();
+    return env.DB.prepare(query.sql).bind(...query.params);
+  });
+  await batchChanges(env, statements);
+}
+
+export async function readTaskRuns(env: Env) {
+  return database(env).select().from(schema.maintenance).all();
+}

@@ -1,0 +1,55 @@
+/**
+ * Operator RPC methods about the gateway itself: `status` (version, agents, connectors, what the
+ * scheduled maintenance did last, the scheduled jobs) and `agents.list`.
+ */
+import { z } from "zod";
+import { listJobs } from "../cron/jobs";
+import { readTaskRuns } from "../db/maintenance";
+import { defaultAgentId } from "../keys/agent-binding";
+import { VERSION } from "../version";
+import { type Method, method } from "./method";
+
+export const GATEWAY_METHODS: Record<string, Method> = {
+  status: method(z.strictObject({}), async (_p, { config, env }) => {
+    const now = Date.now();
+    const [tasks, jobs] = await Promise.all([readTaskRuns(env), listJobs(env, config, now)]);
+    return {
+      version: VERSION,
+      now,
+      defaultAgentId: defaultAgentId(config.agents.list),
+      defaultModel: config.agents.defaults.model,
+      agents: config.agents.list.map((a) => a.id),
+      connectors: Object.entries(config.connectors).map(([channel, c]) => ({
+        channel,
+        deliverUrl: !!c.deliverUrl,
+        secretSet: typeof (env as unknown as Record<string, unknown>)[c.secretEnv] === "string",
+      })),
+      queue: config.session.queue,
+      // What each scheduled task did on its last run, and on the last run that changed something.
+      maintenance: Object.fromEntries(
+        tasks.map((t) => [t.task, { lastRun: t.lastRun, ...(t.lastWork ? { lastWork: t.lastWork } : {}) }]),
+      ),
+      jobs,
+    };
+  }),
+
+  "cron.list": method(z.strictObject({}), async (_p, { config, env }) => ({
+    jobs: await listJobs(env, config, Date.now()),
+  })),
+
+  "agents.list": method(z.strictObject({}), async (_p, { config }) => {
+    const def = defaultAgentId(config.agents.list);
+    const list = config.agents.list.length
+      ? config.agents.list
+      : [{ id: "main", name: undefined, model: undefined }];
+    return {
+      defaultId: def,
+      agents: list.map((a) => ({
+        id: a.id,
+        ...(a.name ? { name: a.name } : {}),
+        default: a.id === def,
+        model: a.model ?? config.agents.defaults.model,
+      })),
+    };
+  }),
+};

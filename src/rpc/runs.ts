@@ -1,0 +1,215 @@
+/**
+ * Operator RPC methods on runs (SPEC §5, §17 "RPC parameters"): send a message to a session or
+ * an agent (`chat.send`, `agent`), wait for a run server-side, read a run, list deliveries.
+ */
+import { z } from "zod";
+import { stableUuid } from "../auth/signature";
+import type { Config } from "../config/schema";
+import { getRun, getRunByIdempotencyKey, getSession, listDeliveries, type SessionRow } from "../db/queries";
+import { ApiError, actorError } from "../http/errors";
+import { defaultAgentId } from "../keys/agent-binding";
+import {
+  agentIdOfKey,
+  agentMainKey,
+  chatTypeOfKey,
+  isReservedKey,
+  normalizeAgentId,
+  sessionKindOf,
+} from "../keys/session-key";
+import { evaluateSendPolicy } from "../policy/send-policy";
+import { entryInitOf } from "../runs/entry-init";
+import { type EnqueueRequest, TERMINAL, type WaitResult } from "../runs/types";
+import { actorFor } from "../session/client";
+import { decodeCursor, encodeCursor } from "../views/session";
+import { clampInt } from "../views/session-page";
+import {
+  canonicalKey,
+  Key,
+  type Method,
+  method,
+  type RpcContext,
+  requireSession,
+  withoutNulls,
+} from "./method";
+
+/** Entry fields for a session created by an operator message (derived from the key). */
+function initFromKey(key: string, config: Config): EnqueueRequest["init"] {
+  const agentId = agentIdOfKey(key) ?? defaultAgentId(config.agents.list);
+  const kind = sessionKindOf(key, config.session);
+  const { chatType } = chatTypeOfKey(key);
+  const segments = key.split(":");
+  const marker = segments.findIndex((s) => s === "group" || s === "channel" || s === "dm");
+  const channel = marker > 2 ? (segments[2] ?? null) : null;
+  return { agentId, kind, chatType, channel };
+}
+
+async function enqueueOperatorRun(
+  ctx: RpcContext,
+  key: string,
+  message: string,
+  opts: { deliver: boolean; idempotencyKey?: string; timeoutSeconds?: number; existing?: SessionRow },
+) {
+  const { env, config } = ctx;
+  if (opts.idempotencyKey) {
+    const prior = await getRunByIdempotencyKey(env, opts.idempotencyKey);
+    if (prior)
+      return {
+        runId: prior.runId,
+        sessionKey: prior.sessionKey,
+        sessionId: prior.sessionId,
+        status: "queued",
+      };
+  }
+  const entry = opts.existing ?? (await getSession(env, key));
+  if (opts.deliver) {
+    if (!entry?.deliveryContext) {
+      throw new ApiError(
+        "INVALID_REQUEST",
+        `session ${key} has no delivery route yet; send with deliver: false`,
+      );
+    }
+    const { chatType, thread } = chatTypeOfKey(key, !!entry.lastThreadId);
+    const verdict = evaluateSendPolicy(
+      { key, channel: entry.channel, chatType, thread, override: entry.sendPolicy },
+      config.session.sendPolicy,
+    );
+    if (verdict === "deny") throw new ApiError("FORBIDDEN", "send blocked by session policy");
+  }
+  const runId = opts.idempotencyKey ? await stableUuid(`rpc:${opts.idempotencyKey}`) : crypto.randomUUID();
+  const init = entry ? entryInitOf(entry) : initFromKey(key, config);
+  const req: EnqueueRequest = {
+    sessionKey: key,
+    runId,
+    trigger: "rpc",
+    inputs: [
+      { text: message, provenance: { kind: "external_user", sourceTool: "rpc" }, timestamp: Date.now() },
+    ],
+    deliver: opts.deliver,
+    init,
+    userInteraction: true,
+    hasThread: !!entry?.lastThreadId,
+  };
+  if (opts.idempotencyKey) req.idempotencyKey = opts.idempotencyKey;
+  if (opts.timeoutSeconds) req.timeoutSeconds = opts.timeoutSeconds;
+  const result = await actorFor(env, key).enqueue(req);
+  if (!result.ok) throw actorError(result);
+  return { runId: result.runId, sessionKey: key, sessionId: result.sessionId, status: "queued" as const };
+}
+
+export const RUN_METHODS: Record<string, Method> = {
+  "chat.send": method(
+    z.strictObject({
+      sessionKey: Key,
+      message: z.string().trim().min(1).max(200_000),
+      deliver: z.boolean().optional(),
+      idempotencyKey: z.string().min(1).max(256).optional(),
+    }),
+    async (p, ctx) => {
+      const row = await requireSession(ctx.env, ctx.config, p.sessionKey);
+      return enqueueOperatorRun(ctx, row.key, p.message, {
+        deliver: p.deliver ?? false,
+        idempotencyKey: p.idempotencyKey,
+        existing: row,
+      });
+    },
+  ),
+
+  agent: method(
+    z
+      .strictObject({
+        message: z.string().trim().min(1).max(200_000),
+        sessionKey: Key.optional(),
+        agentId: Key.optional(),
+        deliver: z.boolean().optional(),
+        idempotencyKey: z.string().min(1).max(256).optional(),
+        timeoutSeconds: z.number().int().min(0).max(3600).optional(),
+      })
+      .refine((p) => !(p.sessionKey && p.agentId), { message: "pass `sessionKey` or `agentId`, not both" }),
+    async (p, ctx) => {
+      const { config } = ctx;
+      let key: string;
+      if (p.sessionKey) key = canonicalKey(p.sessionKey, config);
+      else {
+        const agentId = normalizeAgentId(p.agentId ?? defaultAgentId(config.agents.list));
+        const ids = config.agents.list.map((a) => a.id);
+        if (ids.length && !ids.includes(agentId)) {
+          throw new ApiError(
+            "INVALID_REQUEST",
+            `\`agentId\` "${p.agentId}" is not a configured agent (known: ${ids.join(", ")})`,
+          );
+        }
+        key = agentMainKey(agentId, config.session);
+      }
+      if (isReservedKey(key) && key !== "global")
+        throw new ApiError("INVALID_REQUEST", `\`sessionKey\` ${key} is reserved`);
+      return enqueueOperatorRun(ctx, key, p.message, {
+        deliver: p.deliver ?? false,
+        idempotencyKey: p.idempotencyKey,
+        timeoutSeconds: p.timeoutSeconds,
+      });
+    },
+  ),
+
+  "agent.wait": method(
+    z.strictObject({ runId: Key, timeoutMs: z.number().int().min(0).max(600_000).optional() }),
+    async (p, { env }): Promise<WaitResult> => {
+      const run = await getRun(env, p.runId);
+      if (!run) throw new ApiError("NOT_FOUND", `run not found: ${p.runId}`);
+      if (TERMINAL.has(run.status)) {
+        const r: WaitResult = {
+          runId: run.runId,
+          status: run.status === "timeout" ? "timeout" : (run.status as WaitResult["status"]),
+          runStatus: run.status as WaitResult["runStatus"],
+        };
+        if (run.startedAt) r.startedAt = run.startedAt;
+        if (run.endedAt) r.endedAt = run.endedAt;
+        if (run.error) r.error = run.error;
+        return r;
+      }
+      const result = await actorFor(env, run.sessionKey).waitForRun(
+        run.sessionKey,
+        run.runId,
+        p.timeoutMs ?? 30_000,
+      );
+      if ("ok" in result) throw actorError(result);
+      const { reply: _reply, ...rest } = result;
+      return rest;
+    },
+  ),
+
+  "runs.get": method(z.strictObject({ runId: Key }), async (p, { env }) => {
+    const run = await getRun(env, p.runId);
+    if (!run) throw new ApiError("NOT_FOUND", `run not found: ${p.runId}`);
+    return withoutNulls(run);
+  }),
+
+  "deliveries.list": method(
+    z.strictObject({
+      status: z.enum(["pending", "retrying", "delivered", "dead"]).optional(),
+      sessionKey: Key.optional(),
+      limit: z.number().optional(),
+      cursor: z.string().min(1).optional(),
+    }),
+    async (p, { env, config }) => {
+      const limit = clampInt(p.limit, 1, 200, 50);
+      let cursor: { createdAt: number; deliveryId: string } | undefined;
+      if (p.cursor) {
+        const c = decodeCursor(p.cursor);
+        if (!c) throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by deliveries.list");
+        cursor = { createdAt: c.updatedAt, deliveryId: c.key };
+      }
+      const rows = await listDeliveries(env, {
+        status: p.status,
+        sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
+        limit: limit + 1,
+        cursor,
+      });
+      const page = rows.slice(0, limit).map(withoutNulls);
+      const last = rows[limit - 1];
+      return {
+        deliveries: page,
+        ...(rows.length > limit && last ? { nextCursor: encodeCursor(last.createdAt, last.deliveryId) } : {}),
+      };
+    },
+  ),
+};

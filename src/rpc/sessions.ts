@@ -1,0 +1,173 @@
+/**
+ * Operator RPC methods on the session index (SPEC §17 "RPC parameters"): list, resolve, patch,
+ * reset, delete, and a session's history.
+ */
+import { z } from "zod";
+import { resolveModelRef } from "../agent/models";
+import type { Config } from "../config/schema";
+import {
+  getSession,
+  getSessionByLabel,
+  getSessionBySessionId,
+  historyPage,
+  type SessionRow,
+} from "../db/queries";
+import { ApiError, actorError } from "../http/errors";
+import { agentIdOfKey, agentMainKey, normalizeAgentId } from "../keys/session-key";
+import type { ActorError } from "../runs/types";
+import { actorFor, isActorError } from "../session/client";
+import { decodeCursor, entryView } from "../views/session";
+import { clampInt, listSessionPage, SESSION_KINDS } from "../views/session-page";
+import { canonicalKey, Key, type Method, method, requireSession } from "./method";
+
+function isMainKey(key: string, config: Config): boolean {
+  if (key === "global") return true;
+  const agentId = agentIdOfKey(key);
+  return !!agentId && agentMainKey(agentId, config.session) === key;
+}
+
+export const SESSION_METHODS: Record<string, Method> = {
+  "sessions.list": method(
+    z.strictObject({
+      kinds: z.array(z.enum(SESSION_KINDS)).optional(),
+      limit: z.number().optional(),
+      activeMinutes: z.number().positive().optional(),
+      messageLimit: z.number().min(0).optional(),
+      agentId: z.string().min(1).optional(),
+      label: z.string().min(1).optional(),
+      archived: z.union([z.boolean(), z.literal("all")]).optional(),
+      cursor: z.string().min(1).optional(),
+      includeGlobal: z.boolean().optional(),
+    }),
+    async (p, { env }) => {
+      const cursor = p.cursor ? decodeCursor(p.cursor) : undefined;
+      if (p.cursor && !cursor)
+        throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by sessions.list");
+      // The operator sees every session: one unrestricted scope, canonical keys.
+      return listSessionPage(
+        env,
+        [{}],
+        {
+          kinds: p.kinds,
+          agentId: p.agentId ? normalizeAgentId(p.agentId) : undefined,
+          label: p.label,
+          activeMinutes: p.activeMinutes,
+          archived: p.archived ?? false,
+          cursor,
+          excludeKeys: p.includeGlobal ? ["unknown"] : ["global", "unknown"],
+          limit: clampInt(p.limit, 1, 200, 50),
+          messageLimit: clampInt(p.messageLimit, 0, 20, 0),
+        },
+        { displayKey: (row) => row.key },
+      );
+    },
+  ),
+
+  "sessions.resolve": method(
+    z
+      .strictObject({
+        key: Key.optional(),
+        sessionId: Key.optional(),
+        label: Key.optional(),
+        agentId: Key.optional(),
+      })
+      .refine((p) => [p.key, p.sessionId, p.label].filter((v) => v !== undefined).length === 1, {
+        message: "pass exactly one of `key`, `sessionId`, `label`",
+      }),
+    async (p, { env, config }) => {
+      let row: SessionRow | undefined;
+      if (p.key) row = await getSession(env, canonicalKey(p.key, config));
+      else if (p.sessionId) row = await getSessionBySessionId(env, p.sessionId);
+      else if (p.label) {
+        const rows = await getSessionByLabel(
+          env,
+          p.label,
+          p.agentId ? normalizeAgentId(p.agentId) : undefined,
+        );
+        if (rows.length > 1) {
+          throw new ApiError(
+            "CONFLICT",
+            `label "${p.label}" is used by sessions of several agents; pass \`agentId\``,
+          );
+        }
+        row = rows[0];
+      }
+      if (!row) throw new ApiError("NOT_FOUND", `session not found: ${p.key ?? p.sessionId ?? p.label}`);
+      return { key: row.key, sessionId: row.sessionId };
+    },
+  ),
+
+  "sessions.patch": method(
+    z.strictObject({
+      key: Key,
+      label: z.string().trim().min(1).max(128).nullable().optional(),
+      model: z.string().trim().min(1).nullable().optional(),
+      thinkingLevel: z.enum(["off", "minimal", "low", "medium", "high"]).nullable().optional(),
+      verboseLevel: z.enum(["off", "on", "full"]).nullable().optional(),
+      sendPolicy: z.enum(["allow", "deny"]).nullable().optional(),
+    }),
+    async (p, { env, config }) => {
+      const row = await requireSession(env, config, p.key);
+      const fields: Parameters<ReturnType<typeof actorFor>["patch"]>[1] = {};
+      if (p.label !== undefined) fields.label = p.label;
+      if (p.thinkingLevel !== undefined) fields.thinkingLevel = p.thinkingLevel;
+      if (p.verboseLevel !== undefined) fields.verboseLevel = p.verboseLevel;
+      if (p.sendPolicy !== undefined) fields.sendPolicy = p.sendPolicy;
+      if (p.model !== undefined) {
+        try {
+          fields.modelOverride = p.model === null ? null : resolveModelRef(p.model, config).ref;
+        } catch (error) {
+          throw new ApiError(
+            "INVALID_REQUEST",
+            `\`model\`: ${error instanceof Error ? error.message : error}`,
+          );
+        }
+      }
+      const result = (await actorFor(env, row.key).patch(row.key, fields)) as
+        | { ok: true; entry: SessionRow }
+        | ActorError;
+      if (isActorError(result)) throw actorError(result);
+      return entryView(result.entry);
+    },
+  ),
+
+  "sessions.reset": method(z.strictObject({ key: Key }), async (p, { env, config }) => {
+    const row = await requireSession(env, config, p.key);
+    const result = await actorFor(env, row.key).reset(row.key);
+    if ("ok" in result) throw actorError(result);
+    return result;
+  }),
+
+  "sessions.delete": method(
+    z.strictObject({ key: Key, deleteTranscript: z.boolean().optional() }),
+    async (p, { env, config }) => {
+      const row = await requireSession(env, config, p.key);
+      if (isMainKey(row.key, config)) {
+        throw new ApiError(
+          "FORBIDDEN",
+          `${row.key} is an agent's main session and cannot be deleted; use sessions.reset`,
+        );
+      }
+      const result = await actorFor(env, row.key).remove(row.key, p.deleteTranscript ?? true);
+      return { key: row.key, deleted: result.deleted, abortedRuns: result.aborted };
+    },
+  ),
+
+  "chat.history": method(
+    z.strictObject({
+      sessionKey: Key,
+      limit: z.number().int().min(1).max(1000).optional(),
+      before: z.number().int().min(1).optional(),
+      includeTools: z.boolean().optional(),
+    }),
+    async (p, { env, config }) => {
+      const row = await requireSession(env, config, p.sessionKey);
+      const page = await historyPage(env, row.sessionId, {
+        limit: p.limit ?? 200,
+        before: p.before,
+        includeTools: p.includeTools ?? true,
+      });
+      return { sessionKey: row.key, sessionId: row.sessionId, ...page };
+    },
+  ),
+};

@@ -1,0 +1,125 @@
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load";
+import { applyRetention } from "../../src/cron/retention";
+import { runScheduled } from "../../src/cron/scheduled";
+import { database, recordTranscript } from "../../src/db/queries";
+import * as schema from "../../src/db/schema";
+import {
+  exportTranscript,
+  seedDeliveries,
+  seedMessages,
+  seedSessions,
+  sessionRow,
+  transcriptMessages,
+} from "./rpc-support";
+
+const DAY = 24 * 3_600_000;
+
+async function messageIds(sessionId: string): Promise<string[]> {
+  const rows = await env.DB.prepare("SELECT id FROM messages WHERE session_id = ? ORDER BY seq")
+    .bind(sessionId)
+    .all<{ id: string }>();
+  return rows.results.map((r) => r.id);
+}
+
+async function exists(table: string, column: string, value: string): Promise<boolean> {
+  return !!(await env.DB.prepare(`SELECT 1 FROM ${table} WHERE ${column} = ?`).bind(value).first());
+}
+
+function run(runId: string, status: string, createdAt: number): typeof schema.runs.$inferInsert {
+  return { runId, sessionKey: "agent:ret:main", sessionId: "s", trigger: "rpc", status, createdAt };
+}
+
+function delivery(
+  deliveryId: string,
+  status: string,
+  createdAt: number,
+): typeof schema.deliveries.$inferInsert {
+  return {
+    deliveryId,
+    kind: "reply",
+    sessionKey: "agent:ret:main",
+    channel: "telegram",
+    accountId: "default",
+    to: "x",
+    text: "t",
+    status,
+    createdAt,
+    updatedAt: createdAt,
+  };
+}
+
+describe("transcript retention (session.retention.days)", () => {
+  it("deletes what is older than the cutoff and keeps what is newer or still owed", async () => {
+    const now = Date.now();
+    const [current] = await seedSessions([
+      sessionRow({ key: "agent:ret:main", agentId: "ret", kind: "main" }),
+    ]);
+    const oldSessionId = crypto.randomUUID();
+    await recordTranscript(env, oldSessionId, "agent:ret:main", now - 10 * DAY);
+    // The old sessionId: only old messages. The current one: old and recent ones.
+    await seedMessages(oldSessionId, transcriptMessages("gone", 4, { start: now - 9 * DAY }));
+    await seedMessages(current!.sessionId, [
+      ...transcriptMessages("old", 3, { start: now - 8 * DAY }),
+      ...transcriptMessages("new", 2, { start: now - DAY / 2 }),
+    ]);
+    const db = database(env);
+    for (const r of [
+      run("r-old-ok", "ok", now - 8 * DAY),
+      run("r-old-queued", "queued", now - 8 * DAY),
+      run("r-new-ok", "ok", now - DAY / 2),
+    ])
+      await db.insert(schema.runs).values(r).run();
+    await seedDeliveries([
+      delivery("d-old-delivered", "delivered", now - 8 * DAY),
+      delivery("d-old-dead", "dead", now - 8 * DAY),
+      delivery("d-old-retrying", "retrying", now - 8 * DAY),
+      delivery("d-new", "delivered", now - DAY / 2),
+    ]);
+
+    const config = { session: { retention: { days: 7 } } };
+    await runScheduled({ scheduledTime: now }, { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) });
+
+    expect(await messageIds(oldSessionId)).toEqual([]);
+    expect(await messageIds(current!.sessionId)).toEqual(["new-1", "new-2"]);
+    // The emptied old transcript is gone; the current one stays exportable.
+    expect((await exportTranscript(`${oldSessionId}.jsonl`)).status).toBe(404);
+    expect((await exportTranscript(`${current!.sessionId}.jsonl`)).status).toBe(200);
+    expect(await exists("runs", "run_id", "r-old-ok")).toBe(false);
+    expect(await exists("runs", "run_id", "r-old-queued")).toBe(true);
+    expect(await exists("runs", "run_id", "r-new-ok")).toBe(true);
+    expect(await exists("deliveries", "delivery_id", "d-old-delivered")).toBe(false);
+    expect(await exists("deliveries", "delivery_id", "d-old-dead")).toBe(false);
+    expect(await exists("deliveries", "delivery_id", "d-old-retrying")).toBe(true);
+    expect(await exists("deliveries", "delivery_id", "d-new")).toBe(true);
+
+    const status = await runStatus();
+    expect(status.retention?.lastWork).toMatchObject({ messages: 7, transcripts: 1, runs: 1, deliveries: 2 });
+  });
+
+  it("deletes in bounded chunks, oldest first, and says when more is left", async () => {
+    const now = Date.now();
+    const sessionId = crypto.randomUUID();
+    await recordTranscript(env, sessionId, "agent:ret:chunks", now);
+    await seedMessages(sessionId, transcriptMessages("c", 7, { start: now - 30 * DAY }));
+    const config = parseConfig(JSON.stringify({ session: { retention: { days: 1 } } }));
+    const first = await applyRetention(env, config, now, { chunk: 2, messageChunks: 2 });
+    expect(first).toMatchObject({ messages: 4, more: true });
+    expect(await messageIds(sessionId)).toEqual(["c-5", "c-6", "c-7"]);
+    const second = await applyRetention(env, config, now, { chunk: 2, messageChunks: 2 });
+    expect(second).toMatchObject({ messages: 3, more: false });
+  });
+
+  it("does nothing without session.retention.days", async () => {
+    expect(await applyRetention(env, parseConfig("{}"), Date.now())).toBeUndefined();
+  });
+});
+
+async function runStatus() {
+  const rows = await database(env).select().from(schema.maintenance).all();
+  return Object.fromEntries(rows.map((r) => [r.task, r])) as Record<
+    string,
+    { lastWork: unknown } | undefined
+  >;
+}

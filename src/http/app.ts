@@ -6,6 +6,7 @@
 import { Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { ConfigError, loadConfig } from "../config/load";
+import { hooks } from "../routes/hooks";
 import { inbound } from "../routes/inbound";
 import { rpc } from "../routes/rpc";
 import { toolsInvoke } from "../routes/tools-invoke";
@@ -32,6 +33,7 @@ export const app = new Hono<{ Bindings: Env }>()
   .use("/rpc/*", limitBody)
   .use("/tools/*", limitBody)
   .route("/hooks/inbound", inbound)
+  .route("/hooks", hooks)
   .route("/rpc", rpc)
   .route("/tools", toolsInvoke)
   .route("/v1/transcripts", transcripts);
@@ -42,6 +44,7 @@ const ALLOWED: Array<[RegExp, string]> = [
   [/^\/rpc\/[^/]+$/, "POST"],
   [/^\/tools\/invoke$/, "POST"],
   [/^\/hooks\/inbound\/[^/]+$/, "POST"],
+  [/^\/hooks\/(agent|wake)$/, "POST"],
   [/^\/v1\/transcripts\/[^/]+$/, "GET"],
 ];
 

@@ -188,6 +188,7 @@ export const inbound = new Hono<{ Bindings: Env }>().post("/:channel", async (c)
     },
     userInteraction: true,
     hasThread: !!msg.threadId,
+    sender: { channel, id: msg.from },
     inbound: { channel, accountId, messageId: msg.messageId },
   });
   if (!result.ok) throw actorError(result);

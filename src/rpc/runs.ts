@@ -4,20 +4,12 @@
  */
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
-import type { Config } from "../config/schema";
 import { getRun, getRunByIdempotencyKey, getSession, listDeliveries, type SessionRow } from "../db/queries";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
-import {
-  agentIdOfKey,
-  agentMainKey,
-  chatTypeOfKey,
-  isReservedKey,
-  normalizeAgentId,
-  sessionKindOf,
-} from "../keys/session-key";
+import { agentMainKey, chatTypeOfKey, isReservedKey, normalizeAgentId } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
-import { entryInitOf } from "../runs/entry-init";
+import { entryInitOf, initFromKey } from "../runs/entry-init";
 import { type EnqueueRequest, TERMINAL, type WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";
 import { decodeCursor, encodeCursor } from "../views/session";
@@ -31,17 +23,6 @@ import {
   requireSession,
   withoutNulls,
 } from "./method";
-
-/** Entry fields for a session created by an operator message (derived from the key). */
-function initFromKey(key: string, config: Config): EnqueueRequest["init"] {
-  const agentId = agentIdOfKey(key) ?? defaultAgentId(config.agents.list);
-  const kind = sessionKindOf(key, config.session);
-  const { chatType } = chatTypeOfKey(key);
-  const segments = key.split(":");
-  const marker = segments.findIndex((s) => s === "group" || s === "channel" || s === "dm");
-  const channel = marker > 2 ? (segments[2] ?? null) : null;
-  return { agentId, kind, chatType, channel };
-}
 
 async function enqueueOperatorRun(
   ctx: RpcContext,
@@ -172,7 +153,7 @@ export const RUN_METHODS: Record<string, Method> = {
         p.timeoutMs ?? 30_000,
       );
       if ("ok" in result) throw actorError(result);
-      const { reply: _reply, ...rest } = result;
+      const { reply: _reply, delivery: _delivery, ...rest } = result;
       return rest;
     },
   ),

@@ -92,6 +92,8 @@ export interface EnqueueRequest {
   init: EntryInit;
   /** A message from a person: refreshes idle freshness, checks reset triggers and commands. */
   userInteraction: boolean;
+  /** Who sent an inbound message (owner-only commands check it). */
+  sender?: { channel: string; id: string };
   /** Start a new sessionId for this run, keeping the key's settings (isolated scheduled jobs). */
   freshSession?: boolean;
   hasThread: boolean;
@@ -100,6 +102,8 @@ export interface EnqueueRequest {
   model?: string;
   flow?: FlowMeta;
   spawn?: SpawnMeta;
+  /** Set for runs started through `/hooks/agent` (`name`: the caller's label) or `/hooks/wake`. */
+  hook?: { name?: string; wake?: boolean };
   /** For webhooks: the dedupe record written with the run (channel, account, messageId). */
   inbound?: { channel: string; accountId: string; messageId: string };
 }
@@ -122,6 +126,13 @@ export type EnqueueResult =
     }
   | ActorError;
 
+/**
+ * What became of a finished run's delivery: `none` (nothing to post, or no route), `blocked`
+ * (send policy), or the state of its first attempt (`delivered`, `retrying`, `dead`); `pending`
+ * when a resumed finalize found it already handed to the outbox.
+ */
+export type DeliveryState = "none" | "blocked" | "delivered" | "retrying" | "dead" | "pending";
+
 export interface RunOutcome {
   runId: string;
   status: RunStatus;
@@ -129,6 +140,8 @@ export interface RunOutcome {
   endedAt?: number;
   error?: string;
   reply?: string;
+  /** Set once the run is finalized. */
+  delivery?: DeliveryState;
 }
 
 export interface WaitResult {
@@ -139,6 +152,7 @@ export interface WaitResult {
   endedAt?: number;
   error?: string;
   reply?: string;
+  delivery?: DeliveryState;
 }
 
 /** How much work a session's actor holds: waiting runs (not counting the running one). */

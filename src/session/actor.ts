@@ -45,6 +45,7 @@ function toWaitResult(o: RunOutcome): WaitResult {
   if (o.endedAt !== undefined) r.endedAt = o.endedAt;
   if (o.error !== undefined) r.error = o.error;
   if (o.reply !== undefined) r.reply = o.reply;
+  if (o.delivery !== undefined) r.delivery = o.delivery;
   return r;
 }
 

@@ -1,25 +1,46 @@
 /**
  * Chat commands (SPEC §12): standalone messages a person sends to control their session rather
  * than to talk to the agent. `parseCommand` (pure) recognizes them; `runCommand` carries one
- * out in the session's actor and answers the inbound with `status: "command"`. Reset triggers
- * (`/new`, `/reset`) are not here: they start a run (the greeting turn) and live in admission.
+ * out in the session's actor, answers the inbound with `status: "command"` and posts its
+ * answer as a `notice` (under send policy) to the chat the command came from. Commands never
+ * enter the transcript. Reset triggers (`/new`, `/reset`) are not here: they start a run (the
+ * greeting turn) and live in admission.
+ *
+ * - `/stop` aborts the current run, clears waiting runs and the sub-agent runs this session spawned.
+ * - `/status` posts the status card.
+ * - `/send on|off|inherit` sets the session's send-policy override; owners only (`commands.owners`,
+ *   or any operator RPC message). Its confirmation is posted if either the old or the new policy
+ *   allows it, so an owner always hears back once, and a session that stays closed stays silent.
  */
-import type { DeliveryContext } from "../db/queries";
+import type { DeliveryContext, SessionRow } from "../db/queries";
+import { isCommandOwner } from "../policy/owners";
 import type { EnqueueRequest, EnqueueResult } from "../runs/types";
+import { VERSION } from "../version";
+import { statusCard, statusCardText } from "../views/status-card";
 import type { ActorContext } from "./actor-context";
 import { duplicateOf } from "./admission";
 import { actorFor } from "./client";
-import { queueDelivery } from "./outbound";
+import { isStale } from "./entry";
+import { type Outgoing, queueDelivery } from "./outbound";
 
-export type Command = { name: "stop" };
+const SEND_MODES = { on: "allow", off: "deny", inherit: null } as const;
+type SendMode = keyof typeof SEND_MODES;
 
-/** The command a message is, if it is exactly one (case-insensitive, surrounding space ignored). */
+export type Command = { name: "stop" } | { name: "status" } | { name: "send"; mode: SendMode | undefined };
+
+/** The command a message is, if it is one (case-insensitive, surrounding space ignored). */
 export function parseCommand(text: string): Command | undefined {
-  const words = text.trim().split(/\s+/);
-  const [head = "", ...rest] = words;
+  const [head = "", ...rest] = text.trim().split(/\s+/);
   switch (head.toLowerCase()) {
     case "/stop":
       return rest.length === 0 ? { name: "stop" } : undefined;
+    case "/status":
+      return rest.length === 0 ? { name: "status" } : undefined;
+    case "/send": {
+      // Any `/send …` is the command: a wrong argument gets the usage, never a model turn.
+      const arg = rest.length === 1 ? rest[0]?.toLowerCase() : undefined;
+      return { name: "send", mode: arg && arg in SEND_MODES ? (arg as SendMode) : undefined };
+    }
     default:
       return undefined;
   }
@@ -29,6 +50,13 @@ export function parseCommand(text: string): Command | undefined {
 export function commandOf(req: EnqueueRequest): Command | undefined {
   const only = req.userInteraction && req.inputs.length === 1 ? req.inputs[0] : undefined;
   return only ? parseCommand(only.text) : undefined;
+}
+
+/** What a command posts, and the entry whose send policy decides whether it may be posted. */
+interface Answer {
+  text: string;
+  /** Entries under whose policy the notice may go out (the first that allows it is used). */
+  policyOf: (SessionRow | undefined)[];
 }
 
 export async function runCommand(
@@ -47,16 +75,37 @@ export async function runCommand(
     status: "command" as const,
   };
   a.store.recordAccepted(req.runId, result, Date.now());
-  let text: string;
+  let answer: Answer;
   switch (command.name) {
     case "stop":
-      text = await stop(a, req);
+      answer = { text: await stop(a, req), policyOf: [entry] };
+      break;
+    case "status":
+      answer = { text: status(a, req, entry), policyOf: [entry] };
+      break;
+    case "send":
+      answer = await send(a, req, entry, command.mode);
       break;
   }
-  const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
-  if (route)
-    await queueDelivery(a, `${req.runId}:notice`, { kind: "notice", text }, route, entry, req.sessionKey);
+  // The notice answers the chat the command came from; an operator message without delivery gets none.
+  const route =
+    req.route ??
+    (req.deliver ? ((entry?.deliveryContext as DeliveryContext | null) ?? undefined) : undefined);
+  if (route) await postNotice(a, `${req.runId}:notice`, answer, route, req.sessionKey);
   return result;
+}
+
+async function postNotice(
+  a: ActorContext,
+  deliveryId: string,
+  answer: Answer,
+  route: DeliveryContext,
+  sessionKey: string,
+): Promise<void> {
+  const out: Outgoing = { kind: "notice", text: answer.text };
+  const allowedUnder = answer.policyOf.find((e) => a.outbox.payload(deliveryId, out, route, e, sessionKey));
+  // When no policy in play allows it, queueDelivery finds it blocked and records nothing.
+  await queueDelivery(a, deliveryId, out, route, allowedUnder ?? answer.policyOf[0], sessionKey);
 }
 
 /** `/stop`: aborts the current run, clears waiting runs, aborts sub-agent runs this session spawned. */
@@ -74,4 +123,47 @@ async function stop(a: ActorContext, req: EnqueueRequest): Promise<string> {
   );
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
   return `Stopped ${plural(own.aborted, "run")} in this session and ${plural(subRuns, "sub-agent run")}.`;
+}
+
+/** `/status`: the status card of this session. */
+function status(a: ActorContext, req: EnqueueRequest, entry: SessionRow | undefined): string {
+  if (!entry) return `Switchboard ${VERSION} · reachable\nSession: ${req.sessionKey} (no messages yet)`;
+  const rows = a.queue.rows();
+  const queue = { waiting: rows.filter((r) => r.state === "queued").length, running: !!a.live.current };
+  const card = statusCard(entry, entry.key, queue, a.config);
+  const now = Date.now();
+  return statusCardText(card, {
+    version: VERSION,
+    timezone: a.config.session.timezone,
+    expired: isStale(entry, a.config, now),
+  });
+}
+
+/** `/send on|off|inherit`: the session's send-policy override, for owners. */
+async function send(
+  a: ActorContext,
+  req: EnqueueRequest,
+  entry: SessionRow | undefined,
+  mode: SendMode | undefined,
+): Promise<Answer> {
+  if (mode === undefined) return { text: "Usage: /send on|off|inherit", policyOf: [entry] };
+  const owner = req.trigger === "rpc" || (req.sender !== undefined && isCommandOwner(req.sender, a.config));
+  if (!owner) {
+    return {
+      text: "Only an owner can change this session's send policy (commands.owners).",
+      policyOf: [entry],
+    };
+  }
+  if (!entry) return { text: "This session has no messages yet; nothing to change.", policyOf: [] };
+  const sendPolicy = SEND_MODES[mode];
+  const updatedAt = Date.now();
+  const next: SessionRow = { ...entry, sendPolicy, updatedAt };
+  await a.records.entryPatched(next);
+  // Re-read: a run may have changed the entry while D1 was being written.
+  a.store.saveEntry({ ...(a.store.entry() ?? entry), sendPolicy, updatedAt });
+  const text =
+    mode === "inherit"
+      ? "Send policy: inherited from the gateway's rules again."
+      : `Send policy: ${mode} (${sendPolicy}) for this session.`;
+  return { text, policyOf: [next, entry] };
 }

@@ -6,7 +6,7 @@
  */
 import type { DeliveryContext } from "../db/queries";
 import { deliveryRow } from "../delivery/outbox";
-import type { RunOutcome } from "../runs/types";
+import type { DeliveryState, RunOutcome } from "../runs/types";
 import type { ActorContext } from "./actor-context";
 import { continueFlows } from "./flow-runner";
 import { outboundOf } from "./outbound";
@@ -41,9 +41,14 @@ export async function finalizeRun(
       save();
     }
     const attempt = progress.outgoing?.attempt ?? undefined;
+    const state: DeliveryState = !payload
+      ? out && route
+        ? "blocked"
+        : "none"
+      : (attempt?.status ?? "pending");
     // false: blocked by send policy or dead on its only attempt; null: still being retried.
     const delivered =
-      out && route && !payload
+      state === "blocked"
         ? false
         : attempt
           ? { delivered: true, dead: false, retrying: null }[attempt.status]
@@ -71,7 +76,7 @@ export async function finalizeRun(
       },
       ...(entry ? { entry } : {}),
     });
-    progress.delivery = { delivered };
+    progress.delivery = { delivered, state };
     save();
   }
   if (!progress.continued) {
@@ -80,9 +85,10 @@ export async function finalizeRun(
     save();
   }
   // Done: the run leaves the queue in one synchronous step.
+  const finished: RunOutcome = { ...outcome, delivery: progress.delivery?.state ?? "pending" };
   a.queue.remove(row.pos);
-  a.store.recordFinished(outcome, Date.now());
-  a.waiters.notify(outcome);
+  a.store.recordFinished(finished, Date.now());
+  a.waiters.notify(finished);
   if (req.spawn?.phase === "announce" && req.spawn.cleanup === "delete") {
     // The announcement is recorded in the requester: the child can go.
     await a.remove(req.sessionKey, true);

@@ -9,6 +9,7 @@
  * from the flow so that a repeated finalization enqueues nothing twice.
  */
 import type { FlowMeta, RunOutcome, SpawnMeta } from "../runs/types";
+import { formatDuration, formatTokens } from "../views/format";
 
 export const REPLY_SKIP = "REPLY_SKIP";
 export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";
@@ -112,23 +113,6 @@ export function spawnAnnouncePrompt(task: NonNullable<SpawnMeta["task"]>): strin
   ]
     .filter((l, i) => l !== "" || i === 2)
     .join("\n");
-}
-
-export function formatDuration(ms: number): string {
-  const total = Math.max(0, Math.round(ms / 1000));
-  const h = Math.floor(total / 3600);
-  const m = Math.floor((total % 3600) / 60);
-  const s = total % 60;
-  const pad = (n: number) => String(n).padStart(2, "0");
-  if (h > 0) return `${h}h${pad(m)}m${pad(s)}s`;
-  if (m > 0) return `${m}m${pad(s)}s`;
-  return `${s}s`;
-}
-
-export function formatTokens(n: number): string {
-  if (n < 1000) return String(n);
-  if (n < 1_000_000) return `${(n / 1000).toFixed(1).replace(/\.0$/, "")}k`;
-  return `${(n / 1_000_000).toFixed(1).replace(/\.0$/, "")}M`;
 }
 
 export interface AnnouncementInput {

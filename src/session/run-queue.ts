@@ -18,7 +18,7 @@
 import type { RunCheckpoint } from "../agent/loop";
 import type { DeliveryPayload } from "../delivery/deliver";
 import type { AttemptState } from "../delivery/outbox";
-import type { EnqueueRequest, RunOutcome } from "../runs/types";
+import type { DeliveryState, EnqueueRequest, RunOutcome } from "../runs/types";
 
 export interface QueueRow {
   pos: number;
@@ -56,7 +56,7 @@ export interface RunProgress {
    */
   outgoing?: { payload: DeliveryPayload; attempt: AttemptState | null };
   /** Set once the finalize batch is written, so a re-entered finalize never writes it twice. */
-  delivery?: { delivered: boolean | null };
+  delivery?: { delivered: boolean | null; state?: DeliveryState };
   /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
   continued?: boolean;
   /**

@@ -8,6 +8,7 @@ import type { SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
 import type { QueueDepth } from "../runs/types";
+import { formatInstant, formatTokens } from "./format";
 
 /** The model a session's next run uses: its override, else the one it last ran, else the agent's. */
 export function effectiveModel(
@@ -51,4 +52,38 @@ export function statusCard(row: SessionRow, displayKey: string, queue: QueueDept
     lastResetAt: row.sessionStartedAt,
     updatedAt: row.updatedAt,
   };
+}
+
+export type StatusCard = ReturnType<typeof statusCard>;
+
+/**
+ * The card as a chat notice (SPEC §12 `/status`): reachability, key and id, model, context used,
+ * levels, send policy, queue depth, last reset (in `session.timezone`), and whether the session
+ * has expired (its next message starts a new one).
+ */
+export function statusCardText(
+  card: StatusCard,
+  opts: { version: string; timezone: string; expired: boolean },
+): string {
+  const context =
+    card.contextTokens > 0
+      ? `${formatTokens(card.totalTokens)} of ${formatTokens(card.contextTokens)} tokens (${card.percentUsed ?? 0}%)`
+      : `${formatTokens(card.totalTokens)} tokens`;
+  const policy = card.sendPolicy.override
+    ? `${card.sendPolicy.effective} (set for this session)`
+    : `${card.sendPolicy.effective} (inherited)`;
+  const queue = `${card.queueDepth} waiting · ${card.runStatus}`;
+  const lines = [
+    `Switchboard ${opts.version} · reachable`,
+    `Session: ${card.key}${card.label ? ` (${card.label})` : ""}`,
+    `Session id: ${card.sessionId}`,
+    `Model: ${card.model}`,
+    `Context: ${context} · in ${formatTokens(card.inputTokens)} / out ${formatTokens(card.outputTokens)} this session`,
+    `Thinking: ${card.thinkingLevel} · Verbose: ${card.verboseLevel}`,
+    `Send policy: ${policy}`,
+    `Queue: ${queue}`,
+    `Last reset: ${formatInstant(card.lastResetAt, opts.timezone)} ${opts.timezone}`,
+  ];
+  if (opts.expired) lines.push("Expired: the next message starts a new session.");
+  return lines.join("\n");
 }

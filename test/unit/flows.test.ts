@@ -1,12 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { FlowMeta, RunOutcome } from "../../src/runs/types";
-import {
-  buildAnnouncement,
-  formatDuration,
-  formatTokens,
-  nextExchangeStep,
-  REPLY_SKIP,
-} from "../../src/session/flows";
+import { buildAnnouncement, nextExchangeStep, REPLY_SKIP } from "../../src/session/flows";
+import { formatDuration, formatTokens } from "../../src/views/format";
 
 const A = "agent:main:telegram:group:a";
 const B = "agent:main:telegram:group:b";

@@ -1,0 +1,144 @@
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it } from "vitest";
+import { getRun, getSession } from "../../src/db/queries";
+import { withActorConfig } from "./rpc-support";
+import { eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+
+const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
+const OWNED = {
+  ...TEST_CONFIG,
+  session: { identityLinks: { alice: ["telegram:alice-tg", "discord:alice-dc"] } },
+  commands: { owners: ["telegram:owner-1", "alice"] },
+};
+
+let n = 0;
+function say(room: string, from: string, text: string) {
+  n++;
+  return inbound("telegram", { messageId: `cmd-${room}-${n}`, chatType: "group", groupId: room, from, text });
+}
+
+interface Ack {
+  ok: boolean;
+  runId: string;
+  sessionKey: string;
+  sessionId: string;
+  status: string;
+}
+
+async function ack(res: Promise<Response>): Promise<Ack> {
+  return (await (await res).json()) as Ack;
+}
+
+/** A room whose actor runs with the owners config, with one delivered exchange in it. */
+async function room(id: string, connector: ReturnType<typeof fakeConnector>) {
+  const key = `agent:main:telegram:group:${id}`;
+  await withActorConfig(key, OWNED);
+  const first = await ack(say(id, "someone", "hello"));
+  await waitRun(first.runId);
+  await eventually(async () => connector.delivered.some((d) => d.body.sessionKey === key));
+  return key;
+}
+
+function noticesTo(connector: ReturnType<typeof fakeConnector>, key: string): string[] {
+  return connector.delivered
+    .filter((d) => d.body.sessionKey === key && d.body.kind === "notice")
+    .map((d) => String(d.body.text));
+}
+
+let connector: ReturnType<typeof fakeConnector> | undefined;
+afterEach(() => {
+  connector?.restore();
+  connector = undefined;
+});
+
+describe("/send on|off|inherit", () => {
+  it("from an owner, /send off blocks the next reply, which stays in the transcript as undelivered", async () => {
+    connector = fakeConnector();
+    const key = await room("cmd-owner", connector);
+    const off = await ack(say("cmd-owner", "owner-1", "/send off"));
+    expect(off.status).toBe("command");
+    expect((await getSession(env, key))?.sendPolicy).toBe("deny");
+    // The owner hears back once: the policy allowed posting before the change.
+    await eventually(async () => noticesTo(connector!, key).length === 1);
+    expect(noticesTo(connector, key)).toEqual(["Send policy: off (deny) for this session."]);
+
+    const blocked = await ack(say("cmd-owner", "someone", "are you there?"));
+    expect((await waitRun(blocked.runId)).status).toBe("ok");
+    const run = await getRun(env, blocked.runId);
+    expect(run).toMatchObject({ delivered: false, reply: "echo: are you there?" });
+    const history = await rpc<{ messages: Array<{ role: string; runId?: string }> }>("chat.history", {
+      sessionKey: key,
+    });
+    expect(history.payload.messages.some((m) => m.role === "assistant" && m.runId === blocked.runId)).toBe(
+      true,
+    );
+    expect(connector.delivered.some((d) => d.body.text === "echo: are you there?")).toBe(false);
+
+    // /send on is confirmed (the new policy allows it) and replies flow again.
+    await ack(say("cmd-owner", "owner-1", "/send on"));
+    expect((await getSession(env, key))?.sendPolicy).toBe("allow");
+    await eventually(async () => noticesTo(connector!, key).length === 2);
+    const again = await ack(say("cmd-owner", "someone", "back?"));
+    await waitRun(again.runId);
+    await eventually(async () => connector!.delivered.some((d) => d.body.text === "echo: back?"));
+
+    await ack(say("cmd-owner", "owner-1", "/send inherit"));
+    expect((await getSession(env, key))?.sendPolicy).toBeNull();
+  });
+
+  it("from a non-owner is refused with a notice, and nothing changes", async () => {
+    connector = fakeConnector();
+    const key = await room("cmd-stranger", connector);
+    const res = await ack(say("cmd-stranger", "stranger", "/send off"));
+    expect(res.status).toBe("command");
+    await eventually(async () => noticesTo(connector!, key).length === 1);
+    expect(noticesTo(connector, key)[0]).toMatch(/Only an owner can change/);
+    expect((await getSession(env, key))?.sendPolicy).toBeNull();
+    const next = await ack(say("cmd-stranger", "someone", "still talking"));
+    await waitRun(next.runId);
+    expect((await getRun(env, next.runId))?.delivered).toBe(true);
+  });
+
+  it("accepts an owner named by an identity link, on any of its channels", async () => {
+    connector = fakeConnector();
+    const key = await room("cmd-alice", connector);
+    await ack(say("cmd-alice", "alice-tg", "/send off"));
+    expect((await getSession(env, key))?.sendPolicy).toBe("deny");
+  });
+
+  it("answers a wrong argument with the usage, without a model turn", async () => {
+    connector = fakeConnector();
+    const key = await room("cmd-usage", connector);
+    const res = await ack(say("cmd-usage", "owner-1", "/send maybe"));
+    expect(res.status).toBe("command");
+    await eventually(async () => noticesTo(connector!, key).length === 1);
+    expect(noticesTo(connector, key)).toEqual(["Usage: /send on|off|inherit"]);
+    expect(await getRun(env, res.runId)).toBeUndefined();
+  });
+});
+
+describe("/status", () => {
+  it("answers with the status card as a notice, and nothing enters the transcript", async () => {
+    connector = fakeConnector();
+    const key = await room("cmd-status", connector);
+    const before = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
+    const res = await ack(say("cmd-status", "someone", "/status"));
+    expect(res.status).toBe("command");
+    await eventually(async () => noticesTo(connector!, key).length === 1);
+    const [card] = noticesTo(connector, key);
+    const entry = await getSession(env, key);
+    expect(card?.split("\n")).toEqual([
+      expect.stringMatching(/^Switchboard \S+ · reachable$/),
+      `Session: ${key}`,
+      `Session id: ${entry?.sessionId}`,
+      "Model: echo/echo",
+      expect.stringMatching(/^Context: \d+ of 32k tokens \(\d+(\.\d)?%\) · in \d+ \/ out \d+ this session$/),
+      "Thinking: off · Verbose: off",
+      "Send policy: allow (inherited)",
+      "Queue: 0 waiting · idle",
+      expect.stringMatching(/^Last reset: \d{4}-\d\d-\d\d \d\d:\d\d UTC$/),
+    ]);
+    const after = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
+    expect(after.payload.messages).toHaveLength(before.payload.messages.length);
+  });
+});

@@ -54,7 +54,9 @@ export const sessionsListTool = defineTool({
         activeMinutes: args.activeMinutes,
         archived: args.archived ?? false,
         cursor,
-        excludeKeys: ["global", "unknown"],
+        // Under scope "global" the shared `global` key is every agent's main session, shown as
+        // `main`; otherwise it is a reserved key and never listed (SPEC §2, §17).
+        excludeKeys: config.session.scope === "global" ? ["unknown"] : ["global", "unknown"],
         limit: clampInt(args.limit, 1, 200, 50),
         messageLimit: clampInt(args.messageLimit, 0, 20, 0),
       },

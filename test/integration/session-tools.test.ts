@@ -400,7 +400,7 @@ describe("session key arguments", () => {
     expect(res.result).toMatchObject({ sessionKey: f.k.aChild, sessionId: child?.sessionId });
   });
 
-  it("under scope global: `main` and `global` both mean the shared key, shown as `main`, never listed", async () => {
+  it("under scope global: `main` and `global` both mean the shared key, listed and shown as `main`", async () => {
     const a = agentId();
     const [row] = await seedSessions([seed({ key: "global", agentId: a, kind: "main", updatedAt: T0 + 10 })]);
     await seedSessions([
@@ -418,7 +418,14 @@ describe("session key arguments", () => {
     const listed = await invoke<ListResult>(config, { tool: "sessions_list", agentId: a });
     expect(listed.result.sessions.map((s) => [s.key, s.spawnedBy])).toEqual([
       [`agent:${a}:subagent:g1`, "main"],
+      ["main", undefined],
     ]);
+    // The operator API keeps showing the stored key.
+    const rpcListed = await rpc<{ sessions: Array<{ key: string }> }>("sessions.list", {
+      agentId: a,
+      includeGlobal: true,
+    });
+    expect(rpcListed.payload.sessions.map((s) => s.key)).toContain("global");
   });
 
   it("never list the reserved keys global and unknown", async () => {

@@ -129,7 +129,8 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     "--inspector-port",
     String(inspectorPort),
     "--show-interactive-dev-session=false",
-    // Lets tests and operators fire the cron handler: GET /__scheduled?cron=*+*+*+*+*
+    // Lets tests and operators fire the cron handler: GET /__scheduled?cron=*+*+*+*+* (now), or
+    // miniflare's /cdn-cgi/local/scheduled?cron=*+*+*+*+*&time=<epoch ms> for another instant.
     "--test-scheduled",
     "--log-level",
     opts.inheritOutput ? "info" : "warn",

@@ -46,18 +46,26 @@ export const GLOBAL_KEY = "global";
 export const UNKNOWN_KEY = "unknown";
 
 const VALID_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+/**
+ * A 64-character id that starts with "_" can end in "-" only because the cut below put it there;
+ * it is the result of normalizing, so it must stay as it is when normalized again.
+ */
+const CUT_ID = /^_[a-z0-9_-]{63}$/;
 
-/** SPEC §2 id rule for agentId, accountId, mainKey and channel. */
+/**
+ * SPEC §2 id rule for agentId, accountId, mainKey and channel: trimmed and lowercased; an id not
+ * already of the canonical shape has runs of characters outside [a-z0-9_-] replaced by "-",
+ * leading and trailing "-" stripped, and is then cut to 64 characters (so a cut may end on "-").
+ * A leading "_" is kept: the rule strips only "-".
+ */
 export function normalizeId(raw: string | undefined | null, fallback: string): string {
   const lowered = (raw ?? "").trim().toLowerCase();
-  if (VALID_ID.test(lowered)) return lowered;
+  if (VALID_ID.test(lowered) || CUT_ID.test(lowered)) return lowered;
   const cleaned = lowered
     .replace(/[^a-z0-9_-]+/g, "-")
-    // Leading "_" goes too: the id rule wants an alphanumeric first character, and the result
-    // must satisfy the rule, not just be "less wrong".
-    .replace(/^[-_]+/, "")
-    .slice(0, 64)
-    .replace(/-+$/, "");
+    .replace(/^-+/, "")
+    .replace(/-+$/, "")
+    .slice(0, 64);
   return cleaned || fallback;
 }
 

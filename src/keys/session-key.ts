@@ -107,13 +107,21 @@ export function agentMainKey(agentId: string, cfg: SessionKeyConfig): string {
   return `agent:${normalizeAgentId(agentId)}:${normalizeMainKey(cfg.mainKey)}`;
 }
 
-/** The identityLinks canonical name for this peer, or undefined when no entry matches. */
+/**
+ * The peer id an identityLinks name stands for: the peer-id rule, lowercased on every channel
+ * because one name serves all of them. "" for a name of only whitespace (the config refuses it).
+ */
+export function identityLinkPeerId(name: string): string {
+  return normalizePeerId(name, false);
+}
+
+/** The identityLinks peer id for this peer, or undefined when no entry matches. */
 export function linkedPeerId(channel: string, peerId: string, cfg: SessionKeyConfig): string | undefined {
   const bare = peerId.trim().toLowerCase();
   if (!bare) return undefined;
   const scoped = `${normalizeChannel(channel)}:${bare}`;
   for (const [canonical, entries] of Object.entries(cfg.identityLinks)) {
-    const name = normalizeId(canonical, "");
+    const name = identityLinkPeerId(canonical);
     if (!name) continue;
     for (const entry of entries) {
       const candidate = entry.trim().toLowerCase();

@@ -139,10 +139,10 @@ const resolveCases: ResolveCase[] = [
     key: "agent:main:telegram:work:dm:alice",
   },
   {
-    name: "identityLinks canonical name is id-normalized",
+    name: "identityLinks name follows the peer-id rule, lowercased",
     input: dm(),
     cfg: { dmScope: "per-peer", identityLinks: { "Alice Smith!": ["telegram:123"] } },
-    key: "agent:main:dm:alice-smith",
+    key: "agent:main:dm:alice-smith!",
   },
   // groups, channels, legacy group ids
   { name: "group chat", input: group(), key: "agent:main:telegram:group:-100555" },

@@ -12,6 +12,9 @@
  *   <channel>:channel:<groupId>[:thread:<id>]
  *   subagent:<uuid>
  * and the agent-less `global`, `unknown`, `cron:<jobId>`, `hook:<uuid>`, `node-<nodeId>`.
+ * Everything is lowercase except peer, group, thread and topic ids from a channel listed in
+ * `caseSensitiveChannels`, which keep their case in every key shape; an identityLinks name is
+ * always lowercase.
  */
 
 export type DmScope = "main" | "per-peer" | "per-channel-peer" | "per-account-channel-peer";
@@ -102,6 +105,16 @@ export function isCaseSensitiveChannel(channel: string, cfg: SessionKeyConfig): 
   return cfg.caseSensitiveChannels.some((c) => normalizeChannel(c) === normalized);
 }
 
+/**
+ * The case rule for a key with no channel segment (per-peer DMs, threads under the main key),
+ * when it is parsed again. Its ids were built with the rule of whatever channel the message came
+ * from, which the key no longer says; so they keep the case they have whenever some channel keeps
+ * case (a stored key then comes back unchanged), and are lowercased when none does.
+ */
+function channelLessKeepsCase(cfg: SessionKeyConfig): boolean {
+  return cfg.caseSensitiveChannels.length > 0;
+}
+
 export function agentMainKey(agentId: string, cfg: SessionKeyConfig): string {
   if (cfg.scope === "global") return GLOBAL_KEY;
   return `agent:${normalizeAgentId(agentId)}:${normalizeMainKey(cfg.mainKey)}`;
@@ -154,13 +167,7 @@ export function resolveSessionKey(input: InboundKeyInput, cfg: SessionKeyConfig)
     // the key has no agent or channel to hang a thread on, and tools alias exactly `global`.
     if (cfg.scope === "global") return GLOBAL_KEY;
     const base = directBaseKey(input, agentId, channel, keepCase, cfg);
-    // Keys without a channel segment cannot tell later parsing which case rule applied, so
-    // their thread ids are always lowercased (see canonicalizeSessionKey).
-    const threadKeepsCase =
-      keepCase && (cfg.dmScope === "per-channel-peer" || cfg.dmScope === "per-account-channel-peer");
-    return threadId === undefined
-      ? base
-      : `${base}:thread:${requirePeerId(threadId, threadKeepsCase, "threadId")}`;
+    return threadId === undefined ? base : `${base}:thread:${requirePeerId(threadId, keepCase, "threadId")}`;
   }
 
   // The chat type in the message decides group vs channel; the legacy prefix is only a wrapper.
@@ -183,8 +190,7 @@ function directBaseKey(
   const linked = linkedPeerId(channel, input.from, cfg);
   switch (cfg.dmScope) {
     case "per-peer":
-      // One key across channels, so one case rule: lowercase, whatever the channel.
-      return `agent:${agentId}:dm:${linked ?? requirePeerId(input.from, false, "from")}`;
+      return `agent:${agentId}:dm:${linked ?? requirePeerId(input.from, keepCase, "from")}`;
     case "per-channel-peer":
       return `agent:${agentId}:${channel}:dm:${linked ?? requirePeerId(input.from, keepCase, "from")}`;
     case "per-account-channel-peer": {
@@ -263,9 +269,11 @@ function canonicalSuffix(segments: readonly string[], keepCase: boolean): string
 
 function canonicalRest(rest: readonly string[], cfg: SessionKeyConfig): string {
   const layout = layoutOf(rest);
-  if (layout.kind !== "chat") return canonicalSuffix(rest, false).join(":");
+  if (layout.kind === "subagent") return canonicalSuffix(rest, false).join(":");
+  // Opaque keys after `agent:<id>:` are the main key and its threads: no channel segment.
+  if (layout.kind === "opaque") return canonicalSuffix(rest, channelLessKeepsCase(cfg)).join(":");
   const parts: string[] = [];
-  let keepCase = false;
+  let keepCase = channelLessKeepsCase(cfg);
   if (layout.channel !== undefined) {
     const channel = normalizeChannel(layout.channel);
     keepCase = isCaseSensitiveChannel(channel, cfg);
@@ -295,7 +303,10 @@ function isAgentlessKind(head: string): boolean {
  * Parses a key in any case and returns its canonical form. Legacy agent-less keys that name a
  * chat (`telegram:group:1`, `dm:alice`, `subagent:x`) and the literal `main` are scoped to
  * `agentId` (default "main"); `global`, `unknown`, `cron:`, `hook:`, `node-` and unrecognized
- * keys stay agent-less, lowercased. Throws on an empty key or an empty segment.
+ * keys stay agent-less, lowercased. Peer, group, thread and topic ids keep their case under the
+ * rule `resolveSessionKey` built them with, so a stored key comes back unchanged: the channel's
+ * rule, or for a key without a channel segment the one of `channelLessKeepsCase`. Throws on an
+ * empty key or an empty segment.
  */
 export function canonicalizeSessionKey(raw: string, cfg: SessionKeyConfig, agentId?: string): string {
   const segments = splitKey(raw);

@@ -258,10 +258,10 @@ const resolveCases: ResolveCase[] = [
     key: "agent:main:signal:default:dm:AbC",
   },
   {
-    name: "per-peer lowercases even on a case-sensitive channel",
+    name: "per-peer keeps peer id case on a case-sensitive channel",
     input: dm({ channel: "signal", from: "AbC" }),
     cfg: { dmScope: "per-peer" },
-    key: "agent:main:dm:abc",
+    key: "agent:main:dm:AbC",
   },
   {
     name: "case-sensitive channel keeps group id case",
@@ -396,7 +396,7 @@ describe("canonicalizeSessionKey", () => {
     ["trims the key and its segments", "  agent: main :main  ", "agent:main:main"],
     ["normalizes the agent id", "agent:My Bot:main", "agent:my-bot:main"],
     [":direct: -> :dm: (per-channel-peer)", "agent:main:telegram:direct:123", "agent:main:telegram:dm:123"],
-    [":direct: -> :dm: (per-peer)", "agent:main:DIRECT:Alice", "agent:main:dm:alice"],
+    [":direct: -> :dm: (per-peer)", "agent:main:DIRECT:Alice", "agent:main:dm:Alice"],
     [
       ":direct: -> :dm: (per-account-channel-peer)",
       "agent:main:telegram:Work:direct:1",
@@ -422,7 +422,13 @@ describe("canonicalizeSessionKey", () => {
       "agent:main:signal:A1:direct:XyZ:THREAD:Q",
       "agent:main:signal:a1:dm:XyZ:thread:Q",
     ],
-    ["lowercases per-peer ids even for a case-sensitive name", "agent:main:dm:AbC", "agent:main:dm:abc"],
+    ["keeps per-peer id case (no channel segment)", "agent:main:dm:AbC", "agent:main:dm:AbC"],
+    [
+      "lowercases per-peer ids when no channel keeps case",
+      "agent:main:dm:AbC",
+      "agent:main:dm:abc",
+      { caseSensitiveChannels: [] },
+    ],
     [
       "lowercases topic ids",
       "agent:main:telegram:group:-1:TOPIC:Ab",
@@ -434,7 +440,7 @@ describe("canonicalizeSessionKey", () => {
       "agent:main:discord:dm:john-smith",
     ],
     ["sub-agent keys", "agent:main:SubAgent:ABCD-1", "agent:main:subagent:abcd-1"],
-    ["main-key thread", "agent:main:main:Thread:T1", "agent:main:main:thread:t1"],
+    ["main-key thread", "agent:main:main:Thread:T1", "agent:main:main:thread:T1"],
     ["reserved global", "GLOBAL", "global"],
     ["reserved unknown", "Unknown", "unknown"],
     ["cron keys stay agent-less", "Cron:Digest", "cron:digest"],

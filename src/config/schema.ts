@@ -7,6 +7,7 @@
  */
 import { Cron } from "croner";
 import { z } from "zod";
+import { identityLinkPeerId } from "../keys/session-key";
 
 /** How config messages show an offending value: strings quoted, containers by kind only. */
 export function formatValue(value: unknown): string {
@@ -133,12 +134,18 @@ export const SendPolicyConfigSchema = z.strictObject({
 });
 export type SendPolicyConfig = z.output<typeof SendPolicyConfigSchema>;
 
+/** An identityLinks name becomes the peer id of DM keys (SPEC §2), so it needs some non-blank text. */
+const IdentityLinkName = z.string().refine((name) => identityLinkPeerId(name) !== "", {
+  error: (iss) =>
+    `must contain more than whitespace: it becomes the peer id in the person's DM session keys (got ${formatValue(iss.input)})`,
+});
+
 const SessionFields = z.strictObject({
   scope: z.enum(["per-sender", "global"]).default("per-sender"),
   dmScope: z.enum(["main", "per-peer", "per-channel-peer", "per-account-channel-peer"]).default("main"),
   mainKey: Id.default("main"),
   timezone: TimeZone.default("UTC"),
-  identityLinks: z.record(NonEmpty, z.array(NonEmpty)).default(() => ({})),
+  identityLinks: z.record(IdentityLinkName, z.array(NonEmpty)).default(() => ({})),
   caseSensitiveChannels: z.array(Id).default(() => ["signal", "matrix"]),
   // Mode "idle" may take its minutes from the legacy `idleMinutes`, so this one is checked below.
   reset: ResetFields.optional(),
@@ -195,6 +202,21 @@ function withEffectiveReset(session: z.output<typeof SessionFields>) {
 }
 
 const SessionSchema = SessionFields.superRefine((session, ctx) => {
+  // Two names with one peer id ("Alice", "alice") would silently share one DM session.
+  const nameOf = new Map<string, string>();
+  for (const name of Object.keys(session.identityLinks)) {
+    const peerId = identityLinkPeerId(name);
+    const earlier = nameOf.get(peerId);
+    if (earlier === undefined) {
+      nameOf.set(peerId, name);
+      continue;
+    }
+    ctx.addIssue({
+      code: "custom",
+      path: ["identityLinks", name],
+      message: `becomes the same peer id "${peerId}" as the name ${JSON.stringify(earlier)}: put both lists under one name`,
+    });
+  }
   const reset = session.reset;
   if (reset?.mode === "idle" && reset.idleMinutes === undefined && session.idleMinutes === undefined) {
     ctx.addIssue({

@@ -12,6 +12,9 @@
  *   <channel>:channel:<groupId>[:thread:<id>]
  *   subagent:<uuid>
  * and the agent-less `global`, `unknown`, `cron:<jobId>`, `hook:<uuid>`, `node-<nodeId>`.
+ * Everything is lowercase except peer, group, thread and topic ids from a channel listed in
+ * `caseSensitiveChannels`, which keep their case in every key shape; an identityLinks name is
+ * always lowercase.
  */
 
 export type DmScope = "main" | "per-peer" | "per-channel-peer" | "per-account-channel-peer";
@@ -46,18 +49,26 @@ export const GLOBAL_KEY = "global";
 export const UNKNOWN_KEY = "unknown";
 
 const VALID_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
+/**
+ * A 64-character id that starts with "_" can end in "-" only because the cut below put it there;
+ * it is the result of normalizing, so it must stay as it is when normalized again.
+ */
+const CUT_ID = /^_[a-z0-9_-]{63}$/;
 
-/** SPEC §2 id rule for agentId, accountId, mainKey and channel. */
+/**
+ * SPEC §2 id rule for agentId, accountId, mainKey and channel: trimmed and lowercased; an id not
+ * already of the canonical shape has runs of characters outside [a-z0-9_-] replaced by "-",
+ * leading and trailing "-" stripped, and is then cut to 64 characters (so a cut may end on "-").
+ * A leading "_" is kept: the rule strips only "-".
+ */
 export function normalizeId(raw: string | undefined | null, fallback: string): string {
   const lowered = (raw ?? "").trim().toLowerCase();
-  if (VALID_ID.test(lowered)) return lowered;
+  if (VALID_ID.test(lowered) || CUT_ID.test(lowered)) return lowered;
   const cleaned = lowered
     .replace(/[^a-z0-9_-]+/g, "-")
-    // Leading "_" goes too: the id rule wants an alphanumeric first character, and the result
-    // must satisfy the rule, not just be "less wrong".
-    .replace(/^[-_]+/, "")
-    .slice(0, 64)
-    .replace(/-+$/, "");
+    .replace(/^-+/, "")
+    .replace(/-+$/, "")
+    .slice(0, 64);
   return cleaned || fallback;
 }
 
@@ -94,18 +105,36 @@ export function isCaseSensitiveChannel(channel: string, cfg: SessionKeyConfig): 
   return cfg.caseSensitiveChannels.some((c) => normalizeChannel(c) === normalized);
 }
 
+/**
+ * The case rule for a key with no channel segment (per-peer DMs, threads under the main key),
+ * when it is parsed again. Its ids were built with the rule of whatever channel the message came
+ * from, which the key no longer says; so they keep the case they have whenever some channel keeps
+ * case (a stored key then comes back unchanged), and are lowercased when none does.
+ */
+function channelLessKeepsCase(cfg: SessionKeyConfig): boolean {
+  return cfg.caseSensitiveChannels.length > 0;
+}
+
 export function agentMainKey(agentId: string, cfg: SessionKeyConfig): string {
   if (cfg.scope === "global") return GLOBAL_KEY;
   return `agent:${normalizeAgentId(agentId)}:${normalizeMainKey(cfg.mainKey)}`;
 }
 
-/** The identityLinks canonical name for this peer, or undefined when no entry matches. */
+/**
+ * The peer id an identityLinks name stands for: the peer-id rule, lowercased on every channel
+ * because one name serves all of them. "" for a name of only whitespace (the config refuses it).
+ */
+export function identityLinkPeerId(name: string): string {
+  return normalizePeerId(name, false);
+}
+
+/** The identityLinks peer id for this peer, or undefined when no entry matches. */
 export function linkedPeerId(channel: string, peerId: string, cfg: SessionKeyConfig): string | undefined {
   const bare = peerId.trim().toLowerCase();
   if (!bare) return undefined;
   const scoped = `${normalizeChannel(channel)}:${bare}`;
   for (const [canonical, entries] of Object.entries(cfg.identityLinks)) {
-    const name = normalizeId(canonical, "");
+    const name = identityLinkPeerId(canonical);
     if (!name) continue;
     for (const entry of entries) {
       const candidate = entry.trim().toLowerCase();
@@ -138,13 +167,7 @@ export function resolveSessionKey(input: InboundKeyInput, cfg: SessionKeyConfig)
     // the key has no agent or channel to hang a thread on, and tools alias exactly `global`.
     if (cfg.scope === "global") return GLOBAL_KEY;
     const base = directBaseKey(input, agentId, channel, keepCase, cfg);
-    // Keys without a channel segment cannot tell later parsing which case rule applied, so
-    // their thread ids are always lowercased (see canonicalizeSessionKey).
-    const threadKeepsCase =
-      keepCase && (cfg.dmScope === "per-channel-peer" || cfg.dmScope === "per-account-channel-peer");
-    return threadId === undefined
-      ? base
-      : `${base}:thread:${requirePeerId(threadId, threadKeepsCase, "threadId")}`;
+    return threadId === undefined ? base : `${base}:thread:${requirePeerId(threadId, keepCase, "threadId")}`;
   }
 
   // The chat type in the message decides group vs channel; the legacy prefix is only a wrapper.
@@ -167,8 +190,7 @@ function directBaseKey(
   const linked = linkedPeerId(channel, input.from, cfg);
   switch (cfg.dmScope) {
     case "per-peer":
-      // One key across channels, so one case rule: lowercase, whatever the channel.
-      return `agent:${agentId}:dm:${linked ?? requirePeerId(input.from, false, "from")}`;
+      return `agent:${agentId}:dm:${linked ?? requirePeerId(input.from, keepCase, "from")}`;
     case "per-channel-peer":
       return `agent:${agentId}:${channel}:dm:${linked ?? requirePeerId(input.from, keepCase, "from")}`;
     case "per-account-channel-peer": {
@@ -247,9 +269,11 @@ function canonicalSuffix(segments: readonly string[], keepCase: boolean): string
 
 function canonicalRest(rest: readonly string[], cfg: SessionKeyConfig): string {
   const layout = layoutOf(rest);
-  if (layout.kind !== "chat") return canonicalSuffix(rest, false).join(":");
+  if (layout.kind === "subagent") return canonicalSuffix(rest, false).join(":");
+  // Opaque keys after `agent:<id>:` are the main key and its threads: no channel segment.
+  if (layout.kind === "opaque") return canonicalSuffix(rest, channelLessKeepsCase(cfg)).join(":");
   const parts: string[] = [];
-  let keepCase = false;
+  let keepCase = channelLessKeepsCase(cfg);
   if (layout.channel !== undefined) {
     const channel = normalizeChannel(layout.channel);
     keepCase = isCaseSensitiveChannel(channel, cfg);
@@ -279,7 +303,10 @@ function isAgentlessKind(head: string): boolean {
  * Parses a key in any case and returns its canonical form. Legacy agent-less keys that name a
  * chat (`telegram:group:1`, `dm:alice`, `subagent:x`) and the literal `main` are scoped to
  * `agentId` (default "main"); `global`, `unknown`, `cron:`, `hook:`, `node-` and unrecognized
- * keys stay agent-less, lowercased. Throws on an empty key or an empty segment.
+ * keys stay agent-less, lowercased. Peer, group, thread and topic ids keep their case under the
+ * rule `resolveSessionKey` built them with, so a stored key comes back unchanged: the channel's
+ * rule, or for a key without a channel segment the one of `channelLessKeepsCase`. Throws on an
+ * empty key or an empty segment.
  */
 export function canonicalizeSessionKey(raw: string, cfg: SessionKeyConfig, agentId?: string): string {
   const segments = splitKey(raw);

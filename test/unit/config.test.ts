@@ -315,6 +315,35 @@ describe("config errors", () => {
     ]);
   });
 
+  it("accepts any identityLinks name that has non-blank text", () => {
+    const names = ["Zoë", "José", "eve.x", "@frank", "李雷", "!!!", "Alice Smith", "a:b"];
+    const links = Object.fromEntries(names.map((name, i) => [name, [`telegram:${i}`]]));
+    expect(
+      Object.keys(parseConfig(JSON.stringify({ session: { identityLinks: links } })).session.identityLinks),
+    ).toEqual(names);
+  });
+
+  it.each([
+    [
+      "{ session: { identityLinks: { '  ': ['telegram:1'] } } }",
+      'config.session.identityLinks["  "]: invalid name: must contain more than whitespace: it becomes the peer id in the person\'s DM session keys (got "  ")',
+    ],
+    [
+      "{ session: { identityLinks: { '': ['telegram:1'] } } }",
+      'config.session.identityLinks[""]: invalid name: must contain more than whitespace: it becomes the peer id in the person\'s DM session keys (got "")',
+    ],
+    [
+      "{ session: { identityLinks: { Alice: ['telegram:1'], ' alice ': ['discord:2'] } } }",
+      'config.session.identityLinks[" alice "]: becomes the same peer id "alice" as the name "Alice": put both lists under one name',
+    ],
+    [
+      "{ session: { identityLinks: { 'Ann Lee': ['telegram:1'], 'ann:lee': ['discord:2'] } } }",
+      'config.session.identityLinks["ann:lee"]: becomes the same peer id "ann-lee" as the name "Ann Lee": put both lists under one name',
+    ],
+  ])("refuses the identityLinks name in %s", (text, problem) => {
+    expect(problemsOf(text)).toEqual([problem]);
+  });
+
   it("rejects a binding to an agent missing from agents.list", () => {
     expect(
       problemsOf(

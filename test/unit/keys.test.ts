@@ -139,10 +139,10 @@ const resolveCases: ResolveCase[] = [
     key: "agent:main:telegram:work:dm:alice",
   },
   {
-    name: "identityLinks canonical name is id-normalized",
+    name: "identityLinks name follows the peer-id rule, lowercased",
     input: dm(),
     cfg: { dmScope: "per-peer", identityLinks: { "Alice Smith!": ["telegram:123"] } },
-    key: "agent:main:dm:alice-smith",
+    key: "agent:main:dm:alice-smith!",
   },
   // groups, channels, legacy group ids
   { name: "group chat", input: group(), key: "agent:main:telegram:group:-100555" },
@@ -258,10 +258,10 @@ const resolveCases: ResolveCase[] = [
     key: "agent:main:signal:default:dm:AbC",
   },
   {
-    name: "per-peer lowercases even on a case-sensitive channel",
+    name: "per-peer keeps peer id case on a case-sensitive channel",
     input: dm({ channel: "signal", from: "AbC" }),
     cfg: { dmScope: "per-peer" },
-    key: "agent:main:dm:abc",
+    key: "agent:main:dm:AbC",
   },
   {
     name: "case-sensitive channel keeps group id case",
@@ -331,15 +331,15 @@ describe("id normalization", () => {
     ["my agent!!", "main", "my-agent"],
     ["a  b//c", "main", "a-b-c"],
     ["--edge--", "main", "edge"],
-    ["__under", "main", "under"],
+    ["__under", "main", "__under"],
     ["***", "main", "main"],
     ["", "default", "default"],
     ["   ", "default", "default"],
     [undefined, "main", "main"],
     [null, "main", "main"],
     ["a".repeat(70), "main", "a".repeat(64)],
-    [`${"a".repeat(63)}!b`, "main", "a".repeat(63)],
-    [`x${"-".repeat(70)}y`, "main", "x"],
+    [`${"a".repeat(63)}!b`, "main", `${"a".repeat(63)}-`],
+    [`x${"-".repeat(70)}y`, "main", `x${"-".repeat(63)}`],
   ];
   for (const [raw, fallback, expected] of cases) {
     it(`normalizeId(${JSON.stringify(raw)}, ${fallback}) -> ${expected}`, () => {
@@ -396,7 +396,7 @@ describe("canonicalizeSessionKey", () => {
     ["trims the key and its segments", "  agent: main :main  ", "agent:main:main"],
     ["normalizes the agent id", "agent:My Bot:main", "agent:my-bot:main"],
     [":direct: -> :dm: (per-channel-peer)", "agent:main:telegram:direct:123", "agent:main:telegram:dm:123"],
-    [":direct: -> :dm: (per-peer)", "agent:main:DIRECT:Alice", "agent:main:dm:alice"],
+    [":direct: -> :dm: (per-peer)", "agent:main:DIRECT:Alice", "agent:main:dm:Alice"],
     [
       ":direct: -> :dm: (per-account-channel-peer)",
       "agent:main:telegram:Work:direct:1",
@@ -422,7 +422,13 @@ describe("canonicalizeSessionKey", () => {
       "agent:main:signal:A1:direct:XyZ:THREAD:Q",
       "agent:main:signal:a1:dm:XyZ:thread:Q",
     ],
-    ["lowercases per-peer ids even for a case-sensitive name", "agent:main:dm:AbC", "agent:main:dm:abc"],
+    ["keeps per-peer id case (no channel segment)", "agent:main:dm:AbC", "agent:main:dm:AbC"],
+    [
+      "lowercases per-peer ids when no channel keeps case",
+      "agent:main:dm:AbC",
+      "agent:main:dm:abc",
+      { caseSensitiveChannels: [] },
+    ],
     [
       "lowercases topic ids",
       "agent:main:telegram:group:-1:TOPIC:Ab",
@@ -434,7 +440,7 @@ describe("canonicalizeSessionKey", () => {
       "agent:main:discord:dm:john-smith",
     ],
     ["sub-agent keys", "agent:main:SubAgent:ABCD-1", "agent:main:subagent:abcd-1"],
-    ["main-key thread", "agent:main:main:Thread:T1", "agent:main:main:thread:t1"],
+    ["main-key thread", "agent:main:main:Thread:T1", "agent:main:main:thread:T1"],
     ["reserved global", "GLOBAL", "global"],
     ["reserved unknown", "Unknown", "unknown"],
     ["cron keys stay agent-less", "Cron:Digest", "cron:digest"],

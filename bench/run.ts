@@ -17,6 +17,12 @@
  *     visibility `all`, `agent` and `tree`. Visibility is config, so the gateway is restarted on the
  *     same persistence directory with another SWITCHBOARD_CONFIG between levels (1k: all → agent →
  *     tree; phases 5-7 then run on `tree`, the default; 100k: tree → agent → all).
+ * 10. The reset sweep (the minute trigger, fired through miniflare's /cdn-cgi/local/scheduled)
+ *     closing 1,000 due sessions: first in an index of exactly those 1,000 (measured before phase
+ *     1, then deleted), then with 1,000 of the 100,000 seeded sessions due. The time is the sweep
+ *     task's own duration as the `status` RPC reports it, summed over the invocations it took,
+ *     median of 3 rounds (each round re-arms the same sessions). The seeded sessions carry a
+ *     future expiry, as daily-reset sessions do, so all 100,000 are in the sweep's index.
  *  2b. Run last (informational, no bar): the gateway is restarted with `agents.defaults.model`
  *     `slow/m`, a fake OpenAI-compatible server on 127.0.0.1 that holds every call open, so runs
  *     are parked; then ack req/s and p50/p99 at c=32 for 1,000 messages to the 1,000 sessions of
@@ -86,6 +92,8 @@ const N = {
   bigSessions: 100_000,
   bigMessages: 100_000,
   smallMessages: 100,
+  sweepDue: 1_000,
+  sweepReps: 3,
 };
 const CAP_MS = {
   healthz: 30_000,
@@ -772,12 +780,12 @@ async function seedSessions(count: number): Promise<void> {
   await d1(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
 INSERT INTO sessions (key, agent_id, session_id, kind, chat_type, channel, display_name, created_at, updated_at,
   session_started_at, last_interaction_at, model, context_tokens, input_tokens, output_tokens, total_tokens,
-  system_sent, last_channel, last_to, last_account_id, delivery_context, origin, run_status)
+  system_sent, last_channel, last_to, last_account_id, delivery_context, origin, run_status, expires_at)
 SELECT ${key}, 'main', ${sid}, 'other', 'direct', 'telegram', 'Seed ' || i, ${at}, ${at}, ${at}, ${at},
   'echo/echo', 32000, 20, 20, 40, 1, 'telegram', 'seed-' || i, 'default',
   json_object('channel', 'telegram', 'to', 'seed-' || i, 'accountId', 'default'),
   json_object('label', 'Seed ' || i, 'provider', 'telegram', 'from', 'seed-' || i, 'to', 'bench-bot', 'accountId', 'default'),
-  'idle'
+  'idle', ${now + 86_400_000} + i
 FROM n;
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${count})
 INSERT INTO transcripts (session_id, session_key, created_at) SELECT ${sid}, ${key}, ${at} FROM n;`);
@@ -1074,6 +1082,85 @@ async function phaseAcksParked(healthzRps: number): Promise<{ existing: number; 
 // ---------------------------------------------------------------------------------------------
 // Main
 
+// ---------------------------------------------------------------------------------------------
+// Phase 10: the reset sweep
+
+interface TaskRun {
+  durationMs: number;
+  closed?: number;
+  more?: boolean;
+}
+
+/** Fires the minute trigger for `at`, as Cloudflare would, and waits for it to finish. */
+async function scheduled(at: number): Promise<void> {
+  const res = await fetch(
+    `${gw().url}/cdn-cgi/local/scheduled?cron=${encodeURIComponent("* * * * *")}&time=${at}`,
+  );
+  await res.text();
+  if (!res.ok) throw new Error(`scheduled trigger → ${res.status}`);
+}
+
+/** SQL that makes the sessions selected by `where` due: live, expired a minute ago, started days ago. */
+function armDue(where: string): string {
+  const now = Date.now();
+  return `UPDATE sessions SET expired_at = NULL, expires_at = ${now - 60_000},
+  session_started_at = ${now - 3 * 86_400_000}, last_interaction_at = ${now - 3 * 86_400_000} WHERE ${where};`;
+}
+
+/** The `n` keys `agent:main:telegram:dm:<prefix><i>`, i = 1..n, as an SQL subquery. */
+function keysOf(prefix: string, n: number): string {
+  return `key IN (WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${n})
+  SELECT 'agent:main:telegram:dm:${prefix}' || i FROM n)`;
+}
+
+/** Rounds of: arm the due sessions, fire the trigger until the sweep says nothing is left. */
+async function phaseSweep(label: string, where: string, indexSize: number): Promise<number> {
+  log(`phase 10: the reset sweep closing ${int(N.sweepDue)} due sessions, ${label}`);
+  const samples: number[] = [];
+  let invocations = 0;
+  for (let round = 0; round < N.sweepReps; round++) {
+    await d1(armDue(where));
+    let spent = 0;
+    let closed = 0;
+    for (let i = 0; i < 20; i++) {
+      await scheduled(Date.now());
+      invocations++;
+      const status = await rpc<{ maintenance: Record<string, { lastRun: TaskRun }> }>("status", {});
+      const run = status.maintenance.resetSweep?.lastRun;
+      if (!run) throw new Error("status shows no resetSweep run");
+      spent += run.durationMs;
+      closed += run.closed ?? 0;
+      if (!run.more) break;
+    }
+    if (closed !== N.sweepDue)
+      problems.push(`reset sweep (${label}): closed ${closed} of ${N.sweepDue} due sessions`);
+    samples.push(spent);
+  }
+  const p50 = percentile(samples, 50);
+  row(
+    "10",
+    `reset sweep closing ${int(N.sweepDue)} due sessions, ${label}`,
+    ms(p50),
+    `${int(indexSize)} sessions in the index; sweep task time summed over its invocations (${invocations} in ${N.sweepReps} rounds); rounds ${samples.map((v) => ms(v)).join(", ")}`,
+  );
+  return p50;
+}
+
+/** 1,000 due sessions alone in the index (before anything else exists), deleted afterwards. */
+async function phaseSweepSmall(): Promise<number> {
+  const now = Date.now();
+  await d1(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ${N.sweepDue})
+INSERT INTO sessions (key, agent_id, session_id, kind, chat_type, channel, created_at, updated_at,
+  session_started_at, last_interaction_at, run_status)
+SELECT 'agent:main:telegram:dm:sweep-' || i, 'main', printf('5eeb0000-0000-4000-8000-%012d', i), 'other', 'direct',
+  'telegram', ${now - 3 * 86_400_000}, ${now - 3 * 86_400_000}, ${now - 3 * 86_400_000}, ${now - 3 * 86_400_000}, 'idle'
+FROM n;`);
+  const size = await d1Number("SELECT COUNT(*) AS n FROM sessions;");
+  const p50 = await phaseSweep("1,000 sessions in the index", keysOf("sweep-", N.sweepDue), size);
+  await d1(`DELETE FROM sessions WHERE ${keysOf("sweep-", N.sweepDue)};`);
+  return p50;
+}
+
 async function main(): Promise<void> {
   revision = await sourceRevision();
   snapshotSources();
@@ -1085,6 +1172,7 @@ async function main(): Promise<void> {
   startServer = startLocalServer;
   await startGateway("all");
 
+  const sweepSmall = await phaseSweepSmall();
   const healthzRps = await phaseHealthz();
   const { ackRps } = await phaseInbound();
   await phaseOrder();
@@ -1130,6 +1218,7 @@ async function main(): Promise<void> {
   const list100k = await measureList("100k sessions", count100k);
   const history = await phaseHistory(bigKey, smallKey);
   const turns = await phaseTurns(bigKey, "agent:main:bench-fresh");
+  const sweepBig = await phaseSweep("100k sessions in the index", keysOf("seed-", N.sweepDue), count100k);
   toolList100k.tree = await measureToolList("100k sessions", count100k);
   await restartGateway("agent");
   toolList100k.agent = await measureToolList("100k sessions", count100k);
@@ -1173,6 +1262,12 @@ async function main(): Promise<void> {
     pass: turns.bigP50 <= Math.max(1.5 * turns.freshP50, turns.freshP50 + 5),
   });
 
+  bars.push({
+    name: `reset sweep closing ${int(N.sweepDue)} due sessions: 100k-session index ≤ 1.5× a 1k one`,
+    rule: "time(100k) ÷ time(1k) ≤ 1.5",
+    actual: `${(sweepBig / sweepSmall).toFixed(2)}× (${ms(sweepBig)} vs ${ms(sweepSmall)})`,
+    pass: sweepBig <= 1.5 * sweepSmall,
+  });
   for (const v of ["tree", "agent", "all"] as const) {
     const big = toolList100k[v];
     const small = toolList1k[v];

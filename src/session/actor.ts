@@ -270,7 +270,7 @@ export class SessionActor extends DurableObject<Env> {
     if (!this.store.kvGet("key")) return;
     // A run that started before this alarm may be between its first delivery attempt and its
     // finalize batch: its delivery is finalize's to record, not the flush's.
-    await this.outbox.flush(this.queue.firstStarted()?.run_id);
+    await this.outbox.flush(this.queue.firstStartedRunId());
     // Read after the flush's awaits: a merge, abort or delete may have changed the queue.
     const head = this.queue.head();
     if (head) await executeHead(this.parts, head);

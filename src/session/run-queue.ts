@@ -111,11 +111,11 @@ export class RunQueue {
       .toArray()[0];
   }
 
-  /** The first run that has started (has a checkpoint), if any. */
-  firstStarted(): QueueRow | undefined {
+  /** The run id of the first run that has started (has a checkpoint), if any. */
+  firstStartedRunId(): string | undefined {
     return this.sql
-      .exec<QueueRow>(`SELECT * FROM queue WHERE checkpoint IS NOT NULL ORDER BY pos LIMIT 1`)
-      .toArray()[0];
+      .exec<{ run_id: string }>(`SELECT run_id FROM queue WHERE checkpoint IS NOT NULL ORDER BY pos LIMIT 1`)
+      .toArray()[0]?.run_id;
   }
 
   /** A run that has not started yet (no checkpoint). */

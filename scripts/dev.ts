@@ -25,6 +25,7 @@ const vars = Object.fromEntries(
 ) as Record<string, string>;
 const token = vars.GATEWAY_TOKEN ?? "dev-token";
 const connectorSecret = vars.DEV_CONNECTOR_SECRET ?? "dev-connector-secret";
+const hooksToken = vars.HOOKS_TOKEN ?? "dev-hooks-token";
 
 const printer = createServer((req, res) => {
   let body = "";
@@ -76,6 +77,12 @@ Switchboard is running on ${server.url} (echo model, operator token "${token}").
   body="${body}"; t=$(date +%s)
   sig=$(printf '%s' "$t.$body" | openssl dgst -sha256 -hmac '${connectorSecret}' | sed 's/^.* //')
   curl -s -X POST ${server.url}/hooks/inbound/dev -H "x-switchboard-signature: t=$t,v1=$sig" -d "$body"
+
+  # a webhook caller (CI, mail bridge): run a message and wait for its reply
+  curl -s -X POST ${server.url}/hooks/agent -H 'authorization: Bearer ${hooksToken}' -d '{"message":"build 812 failed","name":"CI","waitForCompletion":true}'
+
+  # run the minute's maintenance now (scheduled jobs, reset sweep, retention)
+  curl -s '${server.url}/__scheduled?cron=*+*+*+*+*'
 
 Press Ctrl-C to stop.
 `);

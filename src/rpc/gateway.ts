@@ -1,6 +1,7 @@
 /**
  * Operator RPC methods about the gateway itself: `status` (version, agents, connectors, what the
- * scheduled maintenance did last, the scheduled jobs) and `agents.list`.
+ * scheduled maintenance did last, the scheduled jobs), `agents.list`, `cron.list` and
+ * `security.audit`.
  */
 import { z } from "zod";
 import { listJobs } from "../cron/jobs";
@@ -8,6 +9,7 @@ import { readTaskRuns } from "../db/maintenance";
 import { defaultAgentId } from "../keys/agent-binding";
 import { VERSION } from "../version";
 import { type Method, method } from "./method";
+import { securityAudit } from "./security-audit";
 
 export const GATEWAY_METHODS: Record<string, Method> = {
   status: method(z.strictObject({}), async (_p, { config, env }) => {
@@ -36,6 +38,10 @@ export const GATEWAY_METHODS: Record<string, Method> = {
   "cron.list": method(z.strictObject({}), async (_p, { config, env }) => ({
     jobs: await listJobs(env, config, Date.now()),
   })),
+
+  "security.audit": method(z.strictObject({}), async (_p, { config, env }) =>
+    securityAudit(config, env as unknown as Record<string, unknown>),
+  ),
 
   "agents.list": method(z.strictObject({}), async (_p, { config }) => {
     const def = defaultAgentId(config.agents.list);

@@ -3,7 +3,7 @@
  * upper ones; type-only imports count too (tsPreCompilationDeps), because a type import is still
  * a dependency a reader has to follow.
  *
- *   transcript, keys, config, version        neutral shapes and pure rules (config may use keys)
+ *   transcript, keys, time, config, version  neutral shapes and pure rules (config may use keys)
  *   policy, db                               pure policy; D1 schema and named queries
  *   runs, views, delivery, agent             the run contract, JSON views, connector delivery, model loop
  *   tools                                    agent tools (reach sessions through a port in their context)
@@ -33,6 +33,7 @@ module.exports = {
       to: { circular: true },
     },
     layer("transcript", ["keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("time", ["transcript", "keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
     layer("keys", ["transcript", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
     // config may use the pure key rules (an identityLinks name must make a valid peer id).
     layer("config", ["transcript", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),

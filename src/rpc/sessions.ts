@@ -17,7 +17,7 @@ import { agentIdOfKey, agentMainKey, normalizeAgentId } from "../keys/session-ke
 import type { ActorError } from "../runs/types";
 import { actorFor, isActorError } from "../session/client";
 import { decodeCursor, entryView } from "../views/session";
-import { clampInt, listSessionPage, SESSION_KINDS } from "../views/session-page";
+import { listSessionPage, pageQuery, SESSION_KINDS } from "../views/session-page";
 import { canonicalKey, Key, type Method, method, requireSession } from "./method";
 
 function isMainKey(key: string, config: Config): boolean {
@@ -47,17 +47,7 @@ export const SESSION_METHODS: Record<string, Method> = {
       return listSessionPage(
         env,
         [{}],
-        {
-          kinds: p.kinds,
-          agentId: p.agentId ? normalizeAgentId(p.agentId) : undefined,
-          label: p.label,
-          activeMinutes: p.activeMinutes,
-          archived: p.archived ?? false,
-          cursor,
-          excludeKeys: p.includeGlobal ? ["unknown"] : ["global", "unknown"],
-          limit: clampInt(p.limit, 1, 200, 50),
-          messageLimit: clampInt(p.messageLimit, 0, 20, 0),
-        },
+        pageQuery(p, cursor, p.includeGlobal ? ["unknown"] : ["global", "unknown"]),
         { displayKey: (row) => row.key },
       );
     },

@@ -4,6 +4,7 @@
  * wins. Pure functions: the caller supplies `now`.
  */
 import type { Config } from "../config/schema";
+import { localFields, offsetMs } from "../time/zones";
 
 export interface ResetPolicy {
   mode: "daily" | "idle";
@@ -29,49 +30,6 @@ export function resolveResetPolicy(
   return session.resetByType[type] ?? session.reset ?? { mode: "daily", atHour: 4 };
 }
 
-/** One formatter per time zone: constructing an Intl.DateTimeFormat costs far more than using one. */
-const formatters = new Map<string, Intl.DateTimeFormat>();
-const MAX_FORMATTERS = 64;
-
-function formatter(timeZone: string): Intl.DateTimeFormat {
-  let f = formatters.get(timeZone);
-  if (!f) {
-    f = new Intl.DateTimeFormat("en-US", {
-      timeZone,
-      hourCycle: "h23",
-      year: "numeric",
-      month: "numeric",
-      day: "numeric",
-      hour: "numeric",
-      minute: "numeric",
-      second: "numeric",
-    });
-    // Time zones come from config, so few; the bound only guards against unbounded growth.
-    if (formatters.size >= MAX_FORMATTERS) formatters.clear();
-    formatters.set(timeZone, f);
-  }
-  return f;
-}
-
-function offsetMs(utcMs: number, timeZone: string): number {
-  const parts = formatter(timeZone).formatToParts(new Date(utcMs));
-  const get = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
-  const asUtc = Date.UTC(
-    get("year"),
-    get("month") - 1,
-    get("day"),
-    get("hour"),
-    get("minute"),
-    get("second"),
-  );
-  return asUtc - Math.floor(utcMs / 1000) * 1000;
-}
-
-function localDate(utcMs: number, timeZone: string): { y: number; m: number; d: number } {
-  const local = new Date(utcMs + offsetMs(utcMs, timeZone));
-  return { y: local.getUTCFullYear(), m: local.getUTCMonth(), d: local.getUTCDate() };
-}
-
 /** UTC instant of `hour`:00 local time on the given local calendar day. */
 function zonedHour(y: number, m: number, d: number, hour: number, timeZone: string): number {
   const guess = Date.UTC(y, m, d, hour);
@@ -81,11 +39,11 @@ function zonedHour(y: number, m: number, d: number, hour: number, timeZone: stri
 
 /** The first daily boundary strictly after `t`. */
 export function nextDailyBoundary(t: number, atHour: number, timeZone: string): number {
-  const { y, m, d } = localDate(t, timeZone);
-  const today = zonedHour(y, m, d, atHour, timeZone);
+  const { year, month, day } = localFields(t, timeZone);
+  const today = zonedHour(year, month - 1, day, atHour, timeZone);
   if (today > t) return today;
-  // Date.UTC rolls day d + 1 over month and year ends.
-  return zonedHour(y, m, d + 1, atHour, timeZone);
+  // Date.UTC rolls day + 1 over month and year ends.
+  return zonedHour(year, month - 1, day + 1, atHour, timeZone);
 }
 
 /** When the session becomes stale under the policy, or undefined if it never does. */

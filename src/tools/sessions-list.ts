@@ -3,10 +3,9 @@
  * The page itself (scopes merged, rows shaped) is `listSessionPage`, shared with the RPC.
  */
 import { z } from "zod";
-import { normalizeAgentId } from "../keys/session-key";
 import { visibilityScopes } from "../policy/visibility";
 import { decodeCursor } from "../views/session";
-import { clampInt, listSessionPage, SESSION_KINDS } from "../views/session-page";
+import { listSessionPage, pageQuery, SESSION_KINDS } from "../views/session-page";
 import { displayKeyFor } from "./resolve-session";
 import { sanitizeMessages } from "./sessions-history";
 import { defineTool, toolError } from "./types";
@@ -47,19 +46,9 @@ export const sessionsListTool = defineTool({
     return listSessionPage(
       env,
       visibilityScopes(caller, config),
-      {
-        kinds: args.kinds,
-        agentId: args.agentId ? normalizeAgentId(args.agentId) : undefined,
-        label: args.label,
-        activeMinutes: args.activeMinutes,
-        archived: args.archived ?? false,
-        cursor,
-        // Under scope "global" the shared `global` key is every agent's main session, shown as
-        // `main`; otherwise it is a reserved key and never listed (SPEC §2, §17).
-        excludeKeys: config.session.scope === "global" ? ["unknown"] : ["global", "unknown"],
-        limit: clampInt(args.limit, 1, 200, 50),
-        messageLimit: clampInt(args.messageLimit, 0, 20, 0),
-      },
+      // Under scope "global" the shared `global` key is every agent's main session, shown as
+      // `main`; otherwise it is a reserved key and never listed (SPEC §2, §17).
+      pageQuery(args, cursor, config.session.scope === "global" ? ["unknown"] : ["global", "unknown"]),
       {
         displayKey: (row) => displayKeyFor(row.key, ctx),
         spawnedBy: (key) => displayKeyFor(key, ctx),

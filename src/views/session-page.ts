@@ -5,6 +5,7 @@
  * with canonical keys; the tool lists the caller's visibility scopes with the `main` alias.
  */
 import { listSessions, recentMessages, type SessionListFilter, type SessionRow } from "../db/queries";
+import { normalizeAgentId } from "../keys/session-key";
 import type { VisibilityScope } from "../policy/visibility";
 import type { TranscriptMessage } from "../transcript/message";
 import { encodeCursor, listRow } from "./session";
@@ -29,6 +30,36 @@ export interface SessionPageQuery {
   limit: number;
   /** Already clamped; 0 = no messages. */
   messageLimit: number;
+}
+
+/** The `sessions_list` params (SPEC §6) as a caller gives them; the RPC takes the same. */
+export interface ListParams {
+  kinds?: string[];
+  limit?: number;
+  activeMinutes?: number;
+  messageLimit?: number;
+  agentId?: string;
+  label?: string;
+  archived?: boolean | "all";
+}
+
+/** The page query for listing params: the agent id normalized, limits clamped (SPEC §17). */
+export function pageQuery(
+  p: ListParams,
+  cursor: SessionPageQuery["cursor"],
+  excludeKeys: string[],
+): SessionPageQuery {
+  return {
+    kinds: p.kinds,
+    agentId: p.agentId ? normalizeAgentId(p.agentId) : undefined,
+    label: p.label,
+    activeMinutes: p.activeMinutes,
+    archived: p.archived ?? false,
+    cursor,
+    excludeKeys,
+    limit: clampInt(p.limit, 1, 200, 50),
+    messageLimit: clampInt(p.messageLimit, 0, 20, 0),
+  };
 }
 
 export interface SessionPageOptions {

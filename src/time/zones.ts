@@ -1,0 +1,55 @@
+/**
+ * Time zones without host local time (Workers have none): the offset of an IANA zone at an
+ * instant, and an instant's local calendar fields. Pure; one Intl formatter per zone is cached.
+ */
+
+/** One formatter per time zone: constructing an Intl.DateTimeFormat costs far more than using one. */
+const formatters = new Map<string, Intl.DateTimeFormat>();
+const MAX_FORMATTERS = 64;
+
+function formatter(timeZone: string): Intl.DateTimeFormat {
+  let f = formatters.get(timeZone);
+  if (!f) {
+    f = new Intl.DateTimeFormat("en-US", {
+      timeZone,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "numeric",
+      day: "numeric",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+    });
+    // Time zones come from config, so few; the bound only guards against unbounded growth.
+    if (formatters.size >= MAX_FORMATTERS) formatters.clear();
+    formatters.set(timeZone, f);
+  }
+  return f;
+}
+
+/** How far `timeZone` is ahead of UTC at `utcMs`, in milliseconds (whole seconds). */
+export function offsetMs(utcMs: number, timeZone: string): number {
+  const parts = formatter(timeZone).formatToParts(new Date(utcMs));
+  const get = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
+  const asUtc = Date.UTC(
+    get("year"),
+    get("month") - 1,
+    get("day"),
+    get("hour"),
+    get("minute"),
+    get("second"),
+  );
+  return asUtc - Math.floor(utcMs / 1000) * 1000;
+}
+
+/** The local calendar fields of an instant in `timeZone` (month 1-12). */
+export function localFields(utcMs: number, timeZone: string) {
+  const local = new Date(utcMs + offsetMs(utcMs, timeZone));
+  return {
+    year: local.getUTCFullYear(),
+    month: local.getUTCMonth() + 1,
+    day: local.getUTCDate(),
+    hour: local.getUTCHours(),
+    minute: local.getUTCMinutes(),
+  };
+}

@@ -5,12 +5,17 @@
  * - `actor-store.ts`  its DO SQLite: schema, kv, entry, dedupe and outcome records
  * - `run-queue.ts`    the durable FIFO run queue and its guarantees
  * - `admission.ts`    enqueue: dedupe, freshness and reset, triggers, collect/cap, prestart
- * - `commands.ts`     chat commands (`/stop`, …)
+ * - `entry.ts`        the entry's lifecycle (new, reset, route, expiry, closing), pure
+ * - `commands.ts`     chat commands (`/stop`, `/status`, `/send`)
  * - `executor.ts`     running the queue head: model, tools, checkpoints, token accounting
+ * - `system-prompt.ts` the run's system prompt, pure
  * - `finalize.ts`     the end of a run: delivery, outcome batch, flow hand-off
+ * - `outbound.ts`     what a run posts, and deliveries made outside runs
  * - `flow-runner.ts`  sessions_send exchanges and sub-agent announcements across sessions
  * - `records.ts`      every D1 read and write, behind one interface
  * - `waiters.ts`      server-side waits on runs
+ * (`actor-context.ts` is what these modules share; `flows.ts`, `freshness.ts` and
+ * `reset-trigger.ts` are the pure rules they apply; `client.ts` reaches actors from outside.)
  * The delivery outbox (src/delivery/outbox.ts) shares the alarm: one alarm runs at most one
  * run, plus the deliveries that are due.
  */

@@ -4,7 +4,8 @@
  */
 import JSON5 from "json5";
 import type { z } from "zod";
-import { type Config, ConfigSchema, formatValue } from "./schema";
+import { formatValue } from "./fields";
+import { type Config, ConfigSchema } from "./schema";
 
 export class ConfigError extends Error {
   override name = "ConfigError";

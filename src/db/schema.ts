@@ -106,6 +106,8 @@ export const messages = sqliteTable(
     uniqueIndex("messages_id").on(t.id),
     // Transcript retention deletes the oldest messages first (session.retention.days).
     index("messages_timestamp").on(t.timestamp),
+    // Compaction entries only: the latest one of a transcript is found without scanning it.
+    index("messages_compactions").on(t.sessionId, t.seq).where(sql`${t.firstKeptSeq} IS NOT NULL`),
   ],
 );
 
@@ -217,4 +219,30 @@ export const jobRuns = sqliteTable(
     skipped: text("skipped"),
   },
   (t) => [primaryKey({ columns: [t.jobId, t.scheduledFor] }), index("job_runs_claimed").on(t.claimedAt)],
+);
+
+/**
+ * Agent memory (SPEC §5): durable notes an agent keeps across its sessions with `memory_write`
+ * and reads with `memory_read`. Scoped per agent; a note has an optional key, unique per agent,
+ * that `memory_write` replaces in place.
+ */
+export const memories = sqliteTable(
+  "memories",
+  {
+    /** UUID. */
+    id: text("id").primaryKey(),
+    agentId: text("agent_id").notNull(),
+    key: text("key"),
+    text: text("text").notNull(),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+    /** The session that last wrote the note. */
+    sessionKey: text("session_key"),
+  },
+  (t) => [
+    // Keyed notes are unique per agent; unkeyed notes are not indexed here.
+    uniqueIndex("memories_agent_key").on(t.agentId, t.key).where(sql`${t.key} IS NOT NULL`),
+    // memory_read: an agent's notes, newest first; also counts an agent's notes for the cap.
+    index("memories_agent_recent").on(t.agentId, t.updatedAt),
+  ],
 );

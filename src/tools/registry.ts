@@ -1,7 +1,8 @@
 /**
  * Which tools a session gets (SPEC §5, §7): every tool, filtered by `tools.allow`/`tools.deny`
  * and the agent's own `tools` entry. Sub-agent sessions get the set minus the session tools
- * unless `tools.subagents.tools` says otherwise.
+ * unless `tools.subagents.tools` says otherwise; they keep the memory tools, which act on the
+ * sub-agent's own agent.
  */
 import type { AgentConfig, Config } from "../config/schema";
 import { isSubagentKey } from "../keys/session-key";
@@ -10,6 +11,8 @@ export { isSubagentKey };
 
 import { agentsListTool } from "./agents-list";
 import { currentTimeTool } from "./current-time";
+import { memoryReadTool } from "./memory-read";
+import { memoryWriteTool } from "./memory-write";
 import { sessionStatusTool } from "./session-status";
 import { sessionsHistoryTool } from "./sessions-history";
 import { sessionsListTool } from "./sessions-list";
@@ -33,6 +36,8 @@ const registry: AgentTool[] = [
   sessionsSpawnTool,
   agentsListTool,
   sessionStatusTool,
+  memoryReadTool,
+  memoryWriteTool,
 ];
 
 export function allTools(): readonly AgentTool[] {

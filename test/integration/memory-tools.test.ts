@@ -13,7 +13,7 @@ import { MAX_NOTES_PER_AGENT } from "../../src/db/memory";
 import { app } from "../../src/http/app";
 import { boundNotes, MAX_READ_BYTES } from "../../src/tools/memory-read";
 import { findTool } from "../../src/tools/registry";
-import { TOKEN } from "./support";
+import { rpc, TOKEN, waitRun } from "./support";
 
 interface Answer {
   status: number;
@@ -174,6 +174,19 @@ describe("memory_write and memory_read", () => {
       "research/result",
     ]);
     expect((await read(config, child)).count).toBe(1);
+  });
+
+  it("a run's tool call writes for the run's agent; its other sessions read the note", async () => {
+    const tag = crypto.randomUUID();
+    const queued = await rpc<{ runId: string }>("agent", {
+      sessionKey: `agent:main:mem-${tag}`,
+      message: `call:memory_write {"text":"remember ${tag}","key":"run/${tag}"}`,
+    });
+    expect(await waitRun(queued.payload.runId)).toMatchObject({ status: "ok" });
+    const run = await rpc<{ reply: string }>("runs.get", { runId: queued.payload.runId });
+    expect(run.payload.reply).toMatch(/"created":true/);
+    const found = await read(configFor("main"), "main", { query: tag });
+    expect(found.notes.map((x) => [x.key, x.text])).toEqual([[`run/${tag}`, `remember ${tag}`]]);
   });
 
   it("needs no gateway.tools.allow entry over HTTP", async () => {

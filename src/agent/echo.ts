@@ -6,7 +6,8 @@
  * - A user text of the form `call:<tool> {json args}` makes it call that tool (when the tool is
  *   offered); after the tool result it answers `echo: <tool> -> <result json>`. This keeps the
  *   whole tool loop exercisable without a real model.
- * - Usage is estimated as one token per four characters, so token accounting is exercised too.
+ * - Usage is estimated as one token per four characters, so token accounting is exercised too;
+ * - the answer is cut at `maxOutputTokens` (four characters per token), as a real model stops.
  */
 import type {
   LanguageModelV4,
@@ -16,12 +17,11 @@ import type {
   LanguageModelV4Message,
   LanguageModelV4StreamPart,
 } from "@ai-sdk/provider";
+import { estimateTokens } from "../transcript/tokens";
 
 const CALL_PATTERN = /^call:([a-zA-Z0-9_-]+)\s*(\{[\s\S]*\})?\s*$/;
 
-export function estimateTokens(text: string): number {
-  return Math.ceil(text.length / 4);
-}
+export { estimateTokens };
 
 function messageText(message: LanguageModelV4Message): string {
   if (typeof message.content === "string") return message.content;
@@ -64,6 +64,12 @@ function respond(options: LanguageModelV4CallOptions, modelId: string): Language
     } else {
       content.push({ type: "text", text: `echo: ${text}` });
     }
+  }
+  // Like a real model, the answer stops at maxOutputTokens (the summarizer relies on it).
+  const limit = options.maxOutputTokens;
+  if (limit !== undefined) {
+    for (const c of content)
+      if (c.type === "text" && c.text.length > limit * 4) c.text = c.text.slice(0, limit * 4);
   }
 
   const promptChars = prompt.reduce((n, m) => n + messageText(m).length, 0);

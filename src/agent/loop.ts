@@ -7,8 +7,10 @@
  * then the next model step. A model step cut off mid-call is simply made again.
  */
 import { generateText, type LanguageModel, type Tool, type ToolSet, tool, zodSchema } from "ai";
+import { z } from "zod";
 import type { AgentTool, ToolContext } from "../tools/types";
 import { type ContentPart, type TranscriptMessage, textOf } from "../transcript/message";
+import { estimateTokens } from "../transcript/tokens";
 import { toModelMessages } from "./context";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
 
@@ -77,6 +79,18 @@ function sdkTool(t: AgentTool): Tool {
     sdkTools.set(t, made);
   }
   return made;
+}
+
+const definitionTokens = new WeakMap<AgentTool, number>();
+
+/** Estimated prompt tokens of a tool's definition: its name, description and JSON Schema. */
+export function toolDefinitionTokens(t: AgentTool): number {
+  let n = definitionTokens.get(t);
+  if (n === undefined) {
+    n = estimateTokens(t.name + t.description + JSON.stringify(z.toJSONSchema(t.schema)));
+    definitionTokens.set(t, n);
+  }
+  return n;
 }
 
 /** The tools as the AI SDK takes them (exported for test/unit/tool-schemas.test.ts). */

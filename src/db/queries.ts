@@ -2,9 +2,24 @@
  * Named D1 queries. Every query here is served by an index (see schema.ts); writes are
  * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */
-import { and, asc, desc, eq, gt, inArray, isNotNull, isNull, lt, ne, or, type SQL } from "drizzle-orm";
+import {
+  and,
+  asc,
+  desc,
+  eq,
+  gt,
+  gte,
+  inArray,
+  isNotNull,
+  isNull,
+  lt,
+  ne,
+  notLike,
+  or,
+  type SQL,
+} from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
-import type { TranscriptMessage } from "../transcript/message";
+import { FLUSH_ID_MARK, type TranscriptMessage } from "../transcript/message";
 import * as schema from "./schema";
 import { insertQuery, type Query, updateQuery } from "./writes";
 
@@ -185,9 +200,12 @@ export async function listSessions(env: Env, f: SessionListFilter): Promise<Sess
 // ---------------------------------------------------------------------------------------------
 // Transcript messages
 
+// A compaction entry (?13 = 1) resolves its first kept message id (?14) to that message's seq;
+// with none kept, everything up to the entry itself is summarized (first kept = its seq + 1).
 const APPEND_SQL = `INSERT OR IGNORE INTO messages
-  (session_id, seq, id, role, content, tool_call_id, tool_name, is_error, timestamp, run_id, model, usage, provenance)
-  SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12
+  (session_id, seq, id, role, content, tool_call_id, tool_name, is_error, timestamp, run_id, model, usage, provenance, first_kept_seq)
+  SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+    CASE WHEN ?13 = 1 THEN COALESCE((SELECT seq FROM messages WHERE id = ?14), COALESCE(MAX(seq), 0) + 2) END
   FROM messages WHERE session_id = ?1`;
 
 export function appendMessageStatements(
@@ -210,6 +228,8 @@ export function appendMessageStatements(
       m.model ?? null,
       m.usage ? JSON.stringify(m.usage) : null,
       m.provenance ? JSON.stringify(m.provenance) : null,
+      m.compaction ? 1 : 0,
+      m.compaction?.firstKeptId ?? null,
     ),
   );
 }
@@ -240,20 +260,58 @@ function rowToMessage(r: MessageRow): TranscriptMessage {
   if (r.model) m.model = r.model;
   if (r.usage) m.usage = r.usage as TranscriptMessage["usage"];
   if (r.provenance) m.provenance = r.provenance as TranscriptMessage["provenance"];
+  if (r.firstKeptSeq !== null) m.compaction = { firstKeptSeq: r.firstKeptSeq };
   return m;
 }
 
-/** The newest `limit` messages of a transcript, oldest first; optionally without one run's own messages or tool results. */
+/**
+ * What a turn's context is built from, read from D1 when an actor has no copy of its own (its
+ * storage predates it, or was lost): the latest compaction entry of the transcript (found by
+ * the `messages_compactions` partial index, never a scan) and at most `limit` newest messages
+ * from its first kept seq on, oldest first, without compaction entries and memory-flush turns.
+ */
+export async function turnContextRows(
+  env: Env,
+  sessionId: string,
+  limit: number,
+): Promise<{ compaction?: TranscriptMessage; messages: TranscriptMessage[] }> {
+  const m = schema.messages;
+  const db = database(env);
+  const [latest] = await db
+    .select()
+    .from(m)
+    .where(and(eq(m.sessionId, sessionId), isNotNull(m.firstKeptSeq)))
+    .orderBy(desc(m.seq))
+    .limit(1)
+    .all();
+  const rows = await db
+    .select()
+    .from(m)
+    .where(
+      and(
+        eq(m.sessionId, sessionId),
+        latest?.firstKeptSeq != null ? gte(m.seq, latest.firstKeptSeq) : undefined,
+        isNull(m.firstKeptSeq),
+        notLike(m.id, `%${FLUSH_ID_MARK}%`),
+      ),
+    )
+    .orderBy(desc(m.seq))
+    .limit(limit)
+    .all();
+  const messages = rows.reverse().map(rowToMessage);
+  return latest ? { compaction: rowToMessage(latest), messages } : { messages };
+}
+
+/** The newest `limit` messages of a transcript, oldest first; optionally without tool results. */
 export async function recentMessages(
   env: Env,
   sessionId: string,
   limit: number,
-  opts: { excludeRunId?: string; excludeToolResults?: boolean } = {},
+  opts: { excludeToolResults?: boolean } = {},
 ): Promise<TranscriptMessage[]> {
   const m = schema.messages;
   const where = and(
     eq(m.sessionId, sessionId),
-    opts.excludeRunId ? or(isNull(m.runId), ne(m.runId, opts.excludeRunId)) : undefined,
     opts.excludeToolResults ? ne(m.role, "toolResult") : undefined,
   );
   const rows = await database(env).select().from(m).where(where).orderBy(desc(m.seq)).limit(limit).all();

@@ -14,6 +14,7 @@ import {
 } from "../db/queries";
 import { ApiError, actorError } from "../http/errors";
 import { agentIdOfKey, agentMainKey, normalizeAgentId } from "../keys/session-key";
+import { entryInitOf } from "../runs/entry-init";
 import type { ActorError } from "../runs/types";
 import { actorFor, isActorError } from "../session/client";
 import { decodeCursor, entryView } from "../views/session";
@@ -140,6 +141,26 @@ export const SESSION_METHODS: Record<string, Method> = {
       }
       const result = await actorFor(env, row.key).remove(row.key, p.deleteTranscript ?? true);
       return { key: row.key, deleted: result.deleted, abortedRuns: result.aborted };
+    },
+  ),
+
+  "sessions.compact": method(
+    z.strictObject({ key: Key, instructions: z.string().trim().min(1).max(2_000).optional() }),
+    async (p, { env, config }) => {
+      const row = await requireSession(env, config, p.key);
+      const result = await actorFor(env, row.key).enqueue({
+        sessionKey: row.key,
+        runId: crypto.randomUUID(),
+        trigger: "compact",
+        inputs: [],
+        deliver: false,
+        init: entryInitOf(row),
+        userInteraction: false,
+        hasThread: !!row.lastThreadId,
+        compact: p.instructions ? { instructions: p.instructions } : {},
+      });
+      if (!result.ok) throw actorError(result);
+      return { runId: result.runId };
     },
   ),
 

@@ -6,7 +6,17 @@
 import type { DeliveryContext, Origin } from "../db/queries";
 import type { Provenance } from "../transcript/message";
 
-export type RunTrigger = "inbound" | "send" | "spawn" | "a2a_reply" | "announce" | "hook" | "cron" | "rpc";
+export type RunTrigger =
+  | "inbound"
+  | "send"
+  | "spawn"
+  | "a2a_reply"
+  | "announce"
+  | "hook"
+  | "cron"
+  | "rpc"
+  /** A compaction run: `/compact`, `sessions.compact`, or one made before a turn's first model call. */
+  | "compact";
 export type RunStatus = "queued" | "running" | "ok" | "error" | "aborted" | "timeout";
 export const TERMINAL: ReadonlySet<string> = new Set(["ok", "error", "aborted", "timeout"]);
 
@@ -104,6 +114,8 @@ export interface EnqueueRequest {
   spawn?: SpawnMeta;
   /** Set for runs started through `/hooks/agent` (`name`: the caller's label) or `/hooks/wake`. */
   hook?: { name?: string; wake?: boolean };
+  /** A compaction run (`/compact [instructions]`, `sessions.compact`): summarizes instead of a turn. */
+  compact?: { instructions?: string };
   /** For webhooks: the dedupe record written with the run (channel, account, messageId). */
   inbound?: { channel: string; accountId: string; messageId: string };
 }

@@ -1,6 +1,6 @@
 /**
  * What the modules of one SessionActor share: its storage, run queue, outbox, D1 records,
- * waiters and live run state, plus the few actor operations they call back into. The actor
+ * turn context copy, waiters and live run state, plus the few actor operations they call back into. The actor
  * builds one of these over itself; `env` and `config` are read on every access because an
  * instance's bindings can be replaced (tests rewire them).
  */
@@ -8,6 +8,7 @@ import type { Config } from "../config/schema";
 import type { DeliveryOutbox } from "../delivery/outbox";
 import type { EnqueueRequest, EnqueueResult } from "../runs/types";
 import type { ActorStore } from "./actor-store";
+import type { ContextStore } from "./context-store";
 import type { ActorRecords } from "./records";
 import type { RunQueue } from "./run-queue";
 import type { RunWaiters } from "./waiters";
@@ -26,6 +27,8 @@ export interface ActorContext {
   readonly queue: RunQueue;
   readonly outbox: DeliveryOutbox;
   readonly records: ActorRecords;
+  /** The turn context copy (latest summary and the messages after it). */
+  readonly context: ContextStore;
   readonly waiters: RunWaiters;
   readonly live: LiveRun;
   /** Sets the alarm for the queue head (now) or the next due delivery, or clears it. */

@@ -1,5 +1,6 @@
 /**
- * A SessionActor's own storage (DO SQLite), apart from its run queue and delivery outbox: the
+ * A SessionActor's own storage (DO SQLite), apart from its run queue, delivery outbox and turn
+ * context copy: the
  * versioned schema of all its tables, a kv table served from memory after the first read, the
  * session entry, which transcripts this actor has appended to, the answer given to every
  * accepted run id (`received`, for dedupe) and the outcome of every finished run (`finished`,
@@ -8,9 +9,10 @@
 import type { SessionRow } from "../db/queries";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type { EnqueueResult, RunOutcome } from "../runs/types";
+import { ContextStore } from "./context-store";
 import { RunQueue } from "./run-queue";
 
-const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 2;
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
 const SWEEP_INTERVAL_MS = 3_600_000;
@@ -33,8 +35,9 @@ export class ActorStore {
         `CREATE TABLE IF NOT EXISTS finished (run_id TEXT PRIMARY KEY, outcome TEXT NOT NULL, at INTEGER NOT NULL)`,
       );
       sql.exec(DeliveryOutbox.DDL);
-      this.kvSet("schema_version", String(SCHEMA_VERSION));
     }
+    if (version < 2) sql.exec(ContextStore.DDL);
+    if (version < SCHEMA_VERSION) this.kvSet("schema_version", String(SCHEMA_VERSION));
   }
 
   /**

@@ -13,6 +13,8 @@
  * - `outbound.ts`     what a run posts, and deliveries made outside runs
  * - `flow-runner.ts`  sessions_send exchanges and sub-agent announcements across sessions
  * - `records.ts`      every D1 read and write, behind one interface
+ * - `context-store.ts` the turn context copy: latest summary and the messages after it
+ * - `compactor.ts`    compaction runs and the memory-flush turn
  * - `waiters.ts`      server-side waits on runs
  * (`actor-context.ts` is what these modules share; `flows.ts`, `freshness.ts` and
  * `reset-trigger.ts` are the pure rules they apply; `client.ts` reaches actors from outside.)
@@ -36,6 +38,7 @@ import type { ActorContext, LiveRun } from "./actor-context";
 import { ActorStore } from "./actor-store";
 import { admit } from "./admission";
 import { commandOf, runCommand } from "./commands";
+import { ContextStore, withContextCopy } from "./context-store";
 import { entryExpiry, resetEntry } from "./entry";
 import { abortCurrent, executeHead } from "./executor";
 import { type Announcement, recordAnnouncement } from "./flow-runner";
@@ -59,6 +62,7 @@ export class SessionActor extends DurableObject<Env> {
   private readonly queue: RunQueue;
   private readonly outbox: DeliveryOutbox;
   private readonly records: ActorRecords;
+  private readonly context: ContextStore;
   private readonly waiters = new RunWaiters();
   private readonly live: LiveRun = { waitingOn: new Map() };
   private readonly parts: ActorContext;
@@ -68,7 +72,11 @@ export class SessionActor extends DurableObject<Env> {
     super(ctx, env);
     this.store = new ActorStore(ctx.storage.sql);
     this.queue = new RunQueue(ctx.storage.sql);
-    this.records = d1Records(() => this.env);
+    this.context = new ContextStore(ctx.storage.sql, this.store);
+    this.records = withContextCopy(
+      d1Records(() => this.env),
+      this.context,
+    );
     this.outbox = new DeliveryOutbox(
       ctx.storage.sql,
       () => this.env,
@@ -87,6 +95,7 @@ export class SessionActor extends DurableObject<Env> {
       queue: this.queue,
       outbox: this.outbox,
       records: this.records,
+      context: this.context,
       waiters: this.waiters,
       live: this.live,
       scheduleAlarm: () => this.scheduleAlarm(),
@@ -183,7 +192,7 @@ export class SessionActor extends DurableObject<Env> {
       dropped.push(row.run_id);
       aborted++;
     }
-    await this.records.runsDropped(dropped, {
+    await this.records.runsEnded(dropped, {
       status: "aborted",
       endedAt: now,
       error: "aborted before start",

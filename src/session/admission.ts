@@ -118,10 +118,7 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   const result = { ok: true as const, runId, sessionKey: req.sessionKey, sessionId: entry.sessionId, status };
   const waitingOn = a.live.current ? [...a.live.waitingOn.keys()] : [];
   a.store.recordAccepted(req.runId, result, now);
-  const prestart =
-    idle && runId === req.runId
-      ? { startedAt: now, hadHistory: a.store.hasHistory(entry.sessionId) }
-      : undefined;
+  const prestart = idle && runId === req.runId ? { startedAt: now } : undefined;
   const alarmSet = a.scheduleAlarm();
   // --- end of critical section ----------------------------------------------------------
 
@@ -178,15 +175,4 @@ function markPrestarted(
   spec.prestarted = prestart;
   a.queue.updateSpec(row.pos, spec);
   a.store.markHistory(sessionId);
-}
-
-/** A message outside any run joined the transcript: a prestarted run must load its context. */
-export function historyChanged(a: ActorContext, sessionId: string): void {
-  for (const row of a.queue.rows()) {
-    if (row.checkpoint) continue;
-    const spec = specOf(row);
-    if (spec.sessionId !== sessionId || !spec.prestarted || spec.prestarted.hadHistory) continue;
-    spec.prestarted.hadHistory = true;
-    a.queue.updateSpec(row.pos, spec);
-  }
 }

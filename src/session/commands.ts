@@ -3,11 +3,13 @@
  * than to talk to the agent. `parseCommand` (pure) recognizes them; `runCommand` carries one
  * out in the session's actor, answers the inbound with `status: "command"` and posts its
  * answer as a `notice` (under send policy) to the chat the command came from. Commands never
- * enter the transcript. Reset triggers (`/new`, `/reset`) are not here: they start a run (the
+ * enter the transcript (a compaction run appends its compaction entry). Reset triggers (`/new`, `/reset`) are not here: they start a run (the
  * greeting turn) and live in admission.
  *
  * - `/stop` aborts the current run, clears waiting runs and the sub-agent runs this session spawned.
  * - `/status` posts the status card.
+ * - `/compact [instructions]` queues a compaction run (see compactor.ts), which posts its notice.
+ * - `/context list|detail` posts what the next model call carries (see context-report.ts).
  * - `/send on|off|inherit` sets the session's send-policy override; owners only (`commands.owners`,
  *   or any operator RPC message). Its confirmation is posted if either the old or the new policy
  *   allows it, so an owner always hears back once, and a session that stays closed stays silent.
@@ -18,15 +20,23 @@ import type { EnqueueRequest, EnqueueResult } from "../runs/types";
 import { VERSION } from "../version";
 import { statusCard, statusCardText } from "../views/status-card";
 import type { ActorContext } from "./actor-context";
-import { duplicateOf } from "./admission";
+import { admit, duplicateOf } from "./admission";
 import { actorFor } from "./client";
+import { contextReportText, gatherContextReport } from "./context-report";
 import { isStale } from "./entry";
 import { type Outgoing, queueDelivery } from "./outbound";
 
 const SEND_MODES = { on: "allow", off: "deny", inherit: null } as const;
+/** `/compact` instructions beyond this many characters are cut. */
+const MAX_COMPACT_INSTRUCTIONS = 2_000;
 type SendMode = keyof typeof SEND_MODES;
 
-export type Command = { name: "stop" } | { name: "status" } | { name: "send"; mode: SendMode | undefined };
+export type Command =
+  | { name: "stop" }
+  | { name: "status" }
+  | { name: "send"; mode: SendMode | undefined }
+  | { name: "compact"; instructions: string | undefined }
+  | { name: "context"; view: "list" | "detail" | undefined };
 
 /** The command a message is, if it is one (case-insensitive, surrounding space ignored). */
 export function parseCommand(text: string): Command | undefined {
@@ -36,6 +46,14 @@ export function parseCommand(text: string): Command | undefined {
       return rest.length === 0 ? { name: "stop" } : undefined;
     case "/status":
       return rest.length === 0 ? { name: "status" } : undefined;
+    case "/compact": {
+      const instructions = text.trim().slice(head.length).trim();
+      return { name: "compact", instructions: instructions || undefined };
+    }
+    case "/context": {
+      const arg = rest.length <= 1 ? (rest[0]?.toLowerCase() ?? "list") : undefined;
+      return { name: "context", view: arg === "list" || arg === "detail" ? arg : undefined };
+    }
     case "/send": {
       // Any `/send …` is the command: a wrong argument gets the usage, never a model turn.
       const arg = rest.length === 1 ? rest[0]?.toLowerCase() : undefined;
@@ -64,6 +82,7 @@ export async function runCommand(
   req: EnqueueRequest,
   command: Command,
 ): Promise<EnqueueResult> {
+  if (command.name === "compact") return compactCommand(a, req, command.instructions);
   const duplicate = duplicateOf(a, req.runId);
   if (duplicate) return duplicate;
   const entry = a.store.entry();
@@ -85,6 +104,9 @@ export async function runCommand(
       break;
     case "send":
       answer = await send(a, req, entry, command.mode);
+      break;
+    case "context":
+      answer = { text: await context(a, entry, command.view), policyOf: [entry] };
       break;
   }
   // The notice answers the chat the command came from; an operator message without delivery gets none.
@@ -137,6 +159,37 @@ function status(a: ActorContext, req: EnqueueRequest, entry: SessionRow | undefi
     timezone: a.config.session.timezone,
     expired: isStale(entry, a.config, now),
   });
+}
+
+/**
+ * `/compact [instructions]`: queues a compaction run (an ordinary run of this session, trigger
+ * `compact`); the inbound is answered with `status: "command"` and that run's id, and the
+ * run posts its notice when done.
+ */
+async function compactCommand(
+  a: ActorContext,
+  req: EnqueueRequest,
+  instructions: string | undefined,
+): Promise<EnqueueResult> {
+  const result = await admit(a, {
+    ...req,
+    trigger: "compact",
+    inputs: [],
+    userInteraction: false,
+    compact: instructions ? { instructions: instructions.slice(0, MAX_COMPACT_INSTRUCTIONS) } : {},
+  });
+  return result.ok && result.status === "queued" ? { ...result, status: "command" } : result;
+}
+
+/** `/context list|detail`: what the next model call carries, with token estimates. */
+async function context(
+  a: ActorContext,
+  entry: SessionRow | undefined,
+  view: "list" | "detail" | undefined,
+): Promise<string> {
+  if (view === undefined) return "Usage: /context [list|detail]";
+  if (!entry) return "This session has no messages yet; its context is only the system prompt and tools.";
+  return contextReportText(await gatherContextReport(a, entry), view === "detail");
 }
 
 /** `/send on|off|inherit`: the session's send-policy override, for owners. */

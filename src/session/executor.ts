@@ -4,15 +4,19 @@
  * its tokens on the entry, and hands the outcome to `finalizeRun`. A run's abort controller
  * lives in the actor's live state so `/stop`, `abort` and the run timeout reach it.
  */
+
+import { needsCompaction } from "../agent/compaction";
 import { type AgentLoopResult, emptyCheckpoint, ProviderError, runAgentLoop } from "../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
 import type { SessionRow } from "../db/queries";
 import type { RunOutcome, RunStatus } from "../runs/types";
 import { toolsForSession } from "../tools/registry";
+import type { ToolContext } from "../tools/types";
 import type { TranscriptMessage } from "../transcript/message";
 import type { ActorContext } from "./actor-context";
 import { inputMessages } from "./admission";
 import { actorSessions } from "./client";
+import { compactBeforeTurn, compactContext, compactionNotice, flushTools, windowUse } from "./compactor";
 import { finalizeRun } from "./finalize";
 import { progressOf, type QueuedRun, type QueueRow, type RunProgress, specOf } from "./run-queue";
 import { buildSystemPrompt } from "./system-prompt";
@@ -79,6 +83,33 @@ export async function executeHead(a: ActorContext, row: QueueRow): Promise<void>
   await finalizeRun(a, row, spec, progress, progress.outcome);
 }
 
+/** What the tools of a run act as and with. */
+function toolContextOf(a: ActorContext, spec: QueuedRun, runId: string): Omit<ToolContext, "toolCallId"> {
+  const { req } = spec;
+  return {
+    caller: {
+      sessionKey: req.sessionKey,
+      agentId: req.init.agentId,
+      entry: a.store.entry(),
+      runId,
+      trigger: req.trigger,
+      ...(req.flow ? { flow: { flowId: req.flow.flowId, hop: req.flow.hop } } : {}),
+    },
+    sessions: actorSessions(a.env),
+    config: a.config,
+    env: a.env,
+    onWait: (targetKey) => {
+      const waitingOn = a.live.waitingOn;
+      waitingOn.set(targetKey, (waitingOn.get(targetKey) ?? 0) + 1);
+      return () => {
+        const n = (waitingOn.get(targetKey) ?? 1) - 1;
+        if (n > 0) waitingOn.set(targetKey, n);
+        else waitingOn.delete(targetKey);
+      };
+    },
+  };
+}
+
 async function runTurn(
   a: ActorContext,
   spec: QueuedRun,
@@ -88,7 +119,6 @@ async function runTurn(
 ): Promise<RunOutcome> {
   const { req } = spec;
   const config = a.config;
-  const env = a.env;
   const startedAt = progress.startedAt;
   const controller = new AbortController();
   a.live.current = { runId, controller };
@@ -101,7 +131,6 @@ async function runTurn(
     const entry = a.store.entry();
     const agent = config.agents.list.find((ag) => ag.id === req.init.agentId);
     const inputs = inputMessages(runId, req.inputs);
-    const hadHistory = spec.prestarted?.hadHistory ?? a.store.hasHistory(spec.sessionId);
     // One round trip: the run is marked running (created if the enqueue write was lost), the
     // entry shows it, and the inputs are appended. On a resumed run this also re-appends what
     // the checkpoint holds; appends are idempotent by id, so stored messages are skipped.
@@ -127,52 +156,92 @@ async function runTurn(
 
     const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
     const resolved = resolveModelRef(modelRef, config);
-    const model = languageModelFor(resolved, env as unknown as Record<string, unknown>);
+    const model = languageModelFor(resolved, a.env as unknown as Record<string, unknown>);
     if (entry && (entry.model !== resolved.ref || entry.contextTokens !== resolved.contextWindow)) {
       a.store.saveEntry({ ...entry, model: resolved.ref, contextTokens: resolved.contextWindow });
     }
-    // A transcript this actor never wrote to before this run has nothing older to load.
-    const history = hadHistory
-      ? await a.records.recentContext(spec.sessionId, config.agents.defaults.contextMessages, runId)
-      : [];
+    const defaults = config.agents.defaults;
+    // The turn is built from the actor's own copy of the context (the latest summary and the
+    // messages after it); a transcript written before this actor held it is loaded once.
+    if (!a.context.ready(spec.sessionId)) {
+      a.context.hydrate(
+        spec.sessionId,
+        await a.records.turnContext(spec.sessionId, defaults.contextMessages),
+      );
+    }
+    const tools = toolsForSession(req.sessionKey, agent, config);
+    const toolContext = toolContextOf(a, spec, runId);
+    const systemWith = (summary: string | undefined) =>
+      buildSystemPrompt({
+        base: agent?.systemPrompt ?? defaults.systemPrompt,
+        req,
+        timezone: config.session.timezone,
+        ...(summary !== undefined ? { summary } : {}),
+      });
+    const compaction = {
+      sessionId: spec.sessionId,
+      model,
+      contextTokens: resolved.contextWindow,
+      maxMessages: defaults.contextMessages,
+      retry: config.models.retry,
+      signal: controller.signal,
+      save,
+    };
+    if (req.compact) {
+      progress.compaction ??= { runId, startedAt };
+      const p = progress.compaction;
+      const done = await compactContext(a, p, {
+        ...compaction,
+        force: true,
+        instructions: req.compact.instructions,
+      });
+      return { runId, status: "ok", startedAt, endedAt: Date.now(), reply: compactionNotice(done) };
+    }
+
+    let context = a.context.load(spec.sessionId, runId);
+    if (progress.loop.produced.length === 0 && !progress.compaction?.ended) {
+      const use = windowUse(systemWith(context.summary?.text), tools, context, inputs);
+      const limits = {
+        contextTokens: resolved.contextWindow,
+        threshold: defaults.compaction.threshold,
+        maxMessages: defaults.contextMessages,
+      };
+      if (progress.compaction || needsCompaction(use, limits)) {
+        const memory = flushTools(tools);
+        const flush =
+          defaults.compaction.memoryFlush && agent?.workspace.writable !== false && memory.length > 0
+            ? {
+                system: systemWith(context.summary?.text),
+                tools: memory,
+                modelRef: resolved.ref,
+                keepToolResults: defaults.contextPruning.keepToolResults,
+                toolContext,
+              }
+            : undefined;
+        progress.compaction ??= { runId: `${runId}:compact`, startedAt: Date.now() };
+        save();
+        await compactBeforeTurn(a, progress.compaction, req.sessionKey, {
+          ...compaction,
+          force: false,
+          turn: { runId, firstInputId: inputs[0]?.id },
+          ...(flush ? { flush } : {}),
+        });
+        context = a.context.load(spec.sessionId, runId);
+      }
+    }
     const result: AgentLoopResult = await runAgentLoop({
       runId,
       model,
       modelRef: resolved.ref,
-      system: buildSystemPrompt({
-        base: agent?.systemPrompt ?? config.agents.defaults.systemPrompt,
-        req,
-        timezone: config.session.timezone,
-      }),
-      history: [...history, ...inputs],
-      tools: toolsForSession(req.sessionKey, agent, config),
-      maxSteps: config.agents.defaults.maxSteps,
-      keepToolResults: config.agents.defaults.contextPruning.keepToolResults,
+      system: systemWith(context.summary?.text),
+      history: [...context.messages, ...inputs],
+      tools,
+      maxSteps: defaults.maxSteps,
+      keepToolResults: defaults.contextPruning.keepToolResults,
       retry: config.models.retry,
       signal: controller.signal,
       checkpoint: progress.loop,
-      toolContext: {
-        caller: {
-          sessionKey: req.sessionKey,
-          agentId: req.init.agentId,
-          entry: a.store.entry(),
-          runId,
-          trigger: req.trigger,
-          ...(req.flow ? { flow: { flowId: req.flow.flowId, hop: req.flow.hop } } : {}),
-        },
-        sessions: actorSessions(env),
-        config,
-        env,
-        onWait: (targetKey) => {
-          const waitingOn = a.live.waitingOn;
-          waitingOn.set(targetKey, (waitingOn.get(targetKey) ?? 0) + 1);
-          return () => {
-            const n = (waitingOn.get(targetKey) ?? 1) - 1;
-            if (n > 0) waitingOn.set(targetKey, n);
-            else waitingOn.delete(targetKey);
-          };
-        },
-      },
+      toolContext,
       persist: async (cp, appended) => {
         progress.loop = cp;
         save();

@@ -12,7 +12,6 @@ import type { EnqueueRequest, EntryInit, RunOutcome, SpawnMeta } from "../runs/t
 import { textOf } from "../transcript/message";
 import { transcriptPath } from "../views/session";
 import type { ActorContext } from "./actor-context";
-import { historyChanged } from "./admission";
 import { actorFor } from "./client";
 import { entryExpiry, newSessionRow } from "./entry";
 import { buildAnnouncement, type NextRun, nextExchangeStep, spawnAnnouncePrompt } from "./flows";
@@ -140,8 +139,6 @@ export async function recordAnnouncement(
     a.store.saveEntry(entry);
     await a.records.sessionStarted(entry, now);
   }
-  a.store.markHistory(entry.sessionId);
-  historyChanged(a, entry.sessionId);
   await a.records.messagesAppended(entry.sessionId, [
     {
       id: ann.id,
@@ -155,6 +152,7 @@ export async function recordAnnouncement(
       },
     },
   ]);
+  a.store.markHistory(entry.sessionId);
   const route = (entry.deliveryContext as DeliveryContext | null) ?? ann.route;
   const delivered = route
     ? await queueDelivery(

@@ -22,6 +22,13 @@ export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): Outgoing |
     return text ? { kind: "announce", text } : undefined;
   }
   if (!req.deliver || req.flow || req.spawn) return undefined;
+  if (req.compact) {
+    return outcome.status === "ok"
+      ? { kind: "notice", text: outcome.reply ?? "Compacted." }
+      : outcome.status === "error"
+        ? { kind: "notice", text: "⚠️ Compaction failed; the conversation is unchanged." }
+        : undefined;
+  }
   if (outcome.status === "ok") return outcome.reply ? { kind: "reply", text: outcome.reply } : undefined;
   if (outcome.status === "error") return { kind: "notice", text: `⚠️ ${outcome.error ?? "run failed"}` };
   return undefined;

@@ -12,11 +12,11 @@ import {
   insertDeliveryStatement,
   insertRunStatement,
   listSessions,
-  recentMessages,
   recordInboundStatement,
   recordTranscriptStatement,
   type SessionRow,
   startRunStatement,
+  turnContextRows,
   updateDelivery,
   updateRunStatement,
   upsertSessionStatement,
@@ -34,8 +34,11 @@ export type DeliveryRecord = typeof deliveries.$inferInsert;
 export interface ActorRecords {
   /** The stored entry of a key (an actor learning its key loads what was written before it existed). */
   loadEntry(key: string): Promise<SessionRow | undefined>;
-  /** The newest `limit` messages of a transcript, oldest first, without one run's own messages. */
-  recentContext(sessionId: string, limit: number, excludeRunId: string): Promise<TranscriptMessage[]>;
+  /** A transcript's latest compaction entry and at most `limit` messages after it (see turnContextRows). */
+  turnContext(
+    sessionId: string,
+    limit: number,
+  ): Promise<{ compaction?: TranscriptMessage; messages: TranscriptMessage[] }>;
   /** Sessions spawned by `key`, archived or not (at most 200). */
   spawnedChildren(key: string): Promise<SessionRow[]>;
 
@@ -66,8 +69,8 @@ export interface ActorRecords {
     end: RunEnd;
     entry?: SessionRow;
   }): Promise<void>;
-  /** Runs dropped from the queue before they started. */
-  runsDropped(runIds: string[], end: RunEnd): Promise<void>;
+  /** Runs that end outside a finalize: dropped from the queue before they started, or a compaction made inside a turn. */
+  runsEnded(runIds: string[], end: RunEnd): Promise<void>;
 
   /** A new sessionId began under the entry's key (a new entry or a reset). */
   sessionStarted(entry: SessionRow, at: number): Promise<void>;
@@ -96,8 +99,7 @@ function sessionStatement(e: Env, entry: SessionRow): D1PreparedStatement {
 export function d1Records(env: () => Env): ActorRecords {
   return {
     loadEntry: (key) => getSession(env(), key),
-    recentContext: (sessionId, limit, excludeRunId) =>
-      recentMessages(env(), sessionId, limit, { excludeRunId }),
+    turnContext: (sessionId, limit) => turnContextRows(env(), sessionId, limit),
     spawnedChildren: (key) => listSessions(env(), { spawnedBy: key, archived: "all", limit: 200 }),
 
     async runAccepted({ entry, run, starting, inbound }) {
@@ -148,7 +150,7 @@ export function d1Records(env: () => Env): ActorRecords {
       ]);
     },
 
-    async runsDropped(runIds, end) {
+    async runsEnded(runIds, end) {
       const e = env();
       await writeBatch(
         e,

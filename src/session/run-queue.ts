@@ -39,15 +39,41 @@ export interface QueuedRun {
   /**
    * Set when the run was enqueued on an idle actor and the enqueue batch already stored what
    * the run start writes (the run marked running, the entry, the inputs), so the run skips that
-   * round trip. `hadHistory` is whether the transcript had older messages before the inputs.
+   * round trip.
    */
-  prestarted?: { startedAt: number; hadHistory: boolean };
+  prestarted?: { startedAt: number };
+}
+
+/** A compaction's resume points, kept in the run's checkpoint. */
+export interface CompactionProgress {
+  /** The run the compaction is recorded as. */
+  runId: string;
+  startedAt: number;
+  flush?: RunCheckpoint;
+  flushed?: boolean;
+  summary?: {
+    text: string;
+    firstKeptId?: string;
+    summarized: number;
+    kept: number;
+    tokensBefore: number;
+    inputTokens: number;
+    outputTokens: number;
+  };
+  applied?: boolean;
+  /** Set when nothing could be summarized. */
+  nothing?: boolean;
+  /** A compaction inside a turn: its run row was written, and then its end. */
+  recorded?: boolean;
+  ended?: boolean;
 }
 
 /** A running run's checkpoint: how far it got, so that a restart resumes instead of repeating. */
 export interface RunProgress {
   startedAt: number;
   loop: RunCheckpoint;
+  /** A compaction made by this run (a compaction run, or one before a turn's first model call). */
+  compaction?: CompactionProgress;
   /** Present once the run has ended and is being finalized (idempotent re-entry). */
   outcome?: RunOutcome;
   /**

@@ -1,7 +1,8 @@
 /**
  * The system prompt of a run (pure): the agent's own prompt, then what the run needs to know
  * about where it is — its session, chat and time zone — and, for inter-session runs, the
- * agent-to-agent or sub-agent context with the skip tokens it may answer (SPEC §6, §17).
+ * agent-to-agent or sub-agent context with the skip tokens it may answer (SPEC §6, §17), and the
+ * latest compaction summary of the conversation (SPEC §5).
  */
 import type { EnqueueRequest } from "../runs/types";
 import { ANNOUNCE_SKIP, REPLY_SKIP } from "./flows";
@@ -14,9 +15,11 @@ export interface SystemPromptInput {
   base: string | undefined;
   req: Pick<EnqueueRequest, "sessionKey" | "init" | "hasThread" | "flow" | "spawn" | "hook">;
   timezone: string;
+  /** The latest compaction summary of the conversation, when it was compacted. */
+  summary?: string;
 }
 
-export function buildSystemPrompt({ base, req, timezone }: SystemPromptInput): string {
+export function buildSystemPrompt({ base, req, timezone, summary }: SystemPromptInput): string {
   const lines = [
     base ?? DEFAULT_SYSTEM_PROMPT,
     "",
@@ -66,6 +69,14 @@ export function buildSystemPrompt({ base, req, timezone }: SystemPromptInput): s
       req.spawn.phase === "task"
         ? "Complete the task below; your final reply is reported to the session that spawned you."
         : `This is the announce step. Reply exactly ${ANNOUNCE_SKIP} to stay silent.`,
+    );
+  }
+  if (summary !== undefined) {
+    lines.push(
+      "",
+      "## Conversation summary",
+      "Earlier messages of this session were compacted into the summary below; the messages after it follow verbatim.",
+      summary,
     );
   }
   return lines.join("\n");

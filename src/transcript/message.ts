@@ -35,6 +35,26 @@ export interface TranscriptMessage {
   model?: string;
   usage?: Usage;
   provenance?: Provenance;
+  /**
+   * Set on a compaction entry (SPEC §3, §5): a `system` message whose text is the summary of
+   * everything before `firstKeptSeq`. Written with `firstKeptId` (the first message kept
+   * verbatim; absent when none is kept) and read back with the seq it resolved to.
+   */
+  compaction?: { firstKeptId?: string; firstKeptSeq?: number };
+}
+
+export function isCompaction(m: Pick<TranscriptMessage, "compaction">): boolean {
+  return m.compaction !== undefined;
+}
+
+/**
+ * The silent memory-flush turn before an automatic compaction stores its messages (for the
+ * record) under ids with this mark; they never enter a later turn's context.
+ */
+export const FLUSH_ID_MARK = ":flush:";
+
+export function isFlushMessage(m: Pick<TranscriptMessage, "id">): boolean {
+  return m.id.includes(FLUSH_ID_MARK);
 }
 
 export function textOf(message: Pick<TranscriptMessage, "content">): string {

@@ -8,16 +8,17 @@
 import { needsCompaction } from "../agent/compaction";
 import { type AgentLoopResult, emptyCheckpoint, ProviderError, runAgentLoop } from "../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
-import type { SessionRow } from "../db/queries";
+import type { DeliveryContext, SessionRow } from "../db/queries";
 import type { RunOutcome, RunStatus } from "../runs/types";
 import { toolsForSession } from "../tools/registry";
 import type { ToolContext } from "../tools/types";
-import type { TranscriptMessage } from "../transcript/message";
+import type { ContentPart, TranscriptMessage } from "../transcript/message";
 import type { ActorContext } from "./actor-context";
 import { inputMessages } from "./admission";
 import { actorSessions } from "./client";
 import { compactBeforeTurn, compactContext, compactionNotice, flushTools, windowUse } from "./compactor";
 import { finalizeRun } from "./finalize";
+import { postNow, toolNotice } from "./outbound";
 import { progressOf, type QueuedRun, type QueueRow, type RunProgress, specOf } from "./run-queue";
 import { buildSystemPrompt } from "./system-prompt";
 
@@ -81,6 +82,40 @@ export async function executeHead(a: ActorContext, row: QueueRow): Promise<void>
     save();
   }
   await finalizeRun(a, row, spec, progress, progress.outcome);
+}
+
+/** Tool results as notices to the chat, when the session's `verboseLevel` asks for them. */
+async function noticeToolActivity(
+  a: ActorContext,
+  spec: QueuedRun,
+  runId: string,
+  produced: readonly TranscriptMessage[],
+  appended: readonly TranscriptMessage[],
+): Promise<void> {
+  const { req } = spec;
+  const entry = a.store.entry();
+  if (!req.deliver || req.flow || req.spawn || !entry?.verboseLevel || entry.verboseLevel === "off") return;
+  const route = req.route ?? (entry.deliveryContext as DeliveryContext | null) ?? undefined;
+  if (!route) return;
+  for (const m of appended) {
+    if (m.role !== "toolResult" || !m.toolCallId) continue;
+    const call = produced
+      .flatMap((p) => p.content)
+      .find(
+        (c): c is Extract<ContentPart, { type: "toolCall" }> =>
+          c.type === "toolCall" && c.id === m.toolCallId,
+      );
+    const text = toolNotice(entry.verboseLevel, call, m);
+    if (text)
+      await postNow(
+        a,
+        `${runId}:tool:${m.toolCallId}`,
+        { kind: "notice", text },
+        route,
+        entry,
+        req.sessionKey,
+      );
+  }
 }
 
 /** What the tools of a run act as and with. */
@@ -250,6 +285,7 @@ async function runTurn(
         await a.records.messagesAppended(spec.sessionId, appended);
         progress.stored = cp.produced.length;
         save();
+        await noticeToolActivity(a, spec, runId, cp.produced, appended);
       },
     });
     return { runId, status: "ok", startedAt, endedAt: Date.now(), reply: result.reply };

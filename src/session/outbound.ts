@@ -7,6 +7,7 @@ import type { DeliveryContext, SessionRow } from "../db/queries";
 import type { DeliveryKind } from "../delivery/deliver";
 import { deliveryRow } from "../delivery/outbox";
 import type { EnqueueRequest, RunOutcome } from "../runs/types";
+import { type TranscriptMessage, textOf } from "../transcript/message";
 import type { ActorContext } from "./actor-context";
 import { announceReply } from "./flows";
 
@@ -32,6 +33,45 @@ export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): Outgoing |
   if (outcome.status === "ok") return outcome.reply ? { kind: "reply", text: outcome.reply } : undefined;
   if (outcome.status === "error") return { kind: "notice", text: `⚠️ ${outcome.error ?? "run failed"}` };
   return undefined;
+}
+
+/**
+ * `verboseLevel` (SPEC §3): what a chat hears of a run's tool activity, as notices posted while
+ * the run goes on. `off` (default): nothing. `on`: the tool's name and whether it failed.
+ * `full`: also its arguments and the start of its result (cut; tool output can be long).
+ */
+export function toolNotice(
+  level: string | null | undefined,
+  call: { name: string; arguments: unknown } | undefined,
+  result: TranscriptMessage,
+): string | undefined {
+  if (level !== "on" && level !== "full") return undefined;
+  const name = result.toolName ?? call?.name ?? "tool";
+  const failed = result.isError ? " failed" : "";
+  if (level === "on") return `🔧 ${name}${failed}`;
+  const args = clip(JSON.stringify(call?.arguments ?? {}), 200);
+  return `🔧 ${name}(${args})${failed} → ${clip(textOf(result), 300)}`;
+}
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
+
+/**
+ * A delivery made while a run goes on (tool notices): written, then attempted at once so that
+ * it reaches the chat before the run's reply; a failed attempt is left to the outbox's retries.
+ */
+export async function postNow(
+  a: ActorContext,
+  deliveryId: string,
+  out: Outgoing,
+  route: DeliveryContext,
+  entry: SessionRow | undefined,
+  sessionKey: string,
+): Promise<void> {
+  if (!(await queueDelivery(a, deliveryId, out, route, entry, sessionKey))) return;
+  const state = await a.outbox.attemptNow(deliveryId);
+  if (state) await a.records.deliveryAttempted(deliveryId, state);
 }
 
 /** Writes the delivery to D1, then its local retry row; false when send policy blocked it. */

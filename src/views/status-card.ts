@@ -78,7 +78,7 @@ export function statusCardText(
     `Session: ${card.key}${card.label ? ` (${card.label})` : ""}`,
     `Session id: ${card.sessionId}`,
     `Model: ${card.model}`,
-    `Context: ${context} · in ${formatTokens(card.inputTokens)} / out ${formatTokens(card.outputTokens)} this session`,
+    `Context: ${context} · in ${formatTokens(card.inputTokens)} / out ${formatTokens(card.outputTokens)} this session · ${card.compactionCount} compaction${card.compactionCount === 1 ? "" : "s"}`,
     `Thinking: ${card.thinkingLevel} · Verbose: ${card.verboseLevel}`,
     `Send policy: ${policy}`,
     `Queue: ${queue}`,

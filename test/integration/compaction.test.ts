@@ -5,10 +5,12 @@
  * flush turn saves notes another session of the agent can read and never reaches the chat;
  * `/compact`, `sessions.compact` and a failing summarizer.
  */
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { COMPACTION_PROMPT, MEMORY_FLUSH_PROMPT } from "../../src/agent/compaction";
 import { getSession } from "../../src/db/queries";
+import type { SessionActor } from "../../src/session/actor";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   CONNECTORS,
@@ -21,7 +23,7 @@ import {
   scriptedWorld,
 } from "./model-support";
 import { withActorConfig } from "./rpc-support";
-import { eventually, inbound, rpc, TOKEN, waitRun } from "./support";
+import { actor, eventually, inbound, rpc, TOKEN, waitRun } from "./support";
 
 let restore: (() => void) | undefined;
 afterEach(() => restore?.());
@@ -273,6 +275,53 @@ describe("/compact, sessions.compact and failures", () => {
 
     failing = false;
     expect((await waitRun(await say(id, `turn 31: ${PADDING}`))).status).toBe("ok");
+    expect((await entryOf(key))?.compactionCount).toBe(1);
+  });
+});
+
+describe("a compaction interrupted by a failed write", () => {
+  it("resumes from its checkpoint: the summary is made once, the entry appended once", async () => {
+    const world = scriptedWorld(conversationModel("unused"));
+    restore = world.restore;
+    const id = `resume-${crypto.randomUUID().slice(0, 8)}`;
+    const key = group(id);
+    await withActorConfig(key, smallWindowConfig());
+    for (let turn = 1; turn <= 3; turn++) {
+      expect((await waitRun(await say(id, `turn ${turn}: ${PADDING}`))).status).toBe("ok");
+    }
+    // From now on every D1 batch of this actor after the first (the enqueue) fails.
+    let failures = 0;
+    await runInDurableObject(actor(key), (instance: SessionActor) => {
+      let batches = 0;
+      const real = (instance as unknown as { env: Env }).env;
+      const db = new Proxy(real.DB, {
+        get(target, prop, receiver) {
+          if (prop === "batch") {
+            return async (stmts: D1PreparedStatement[]) => {
+              if (++batches > 1) {
+                failures++;
+                throw new Error("simulated crash: the process died here");
+              }
+              return target.batch(stmts);
+            };
+          }
+          const value = Reflect.get(target, prop, receiver);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+      (instance as unknown as { env: Env }).env = { ...real, DB: db };
+    });
+    const res = await rpc<{ runId: string }>("sessions.compact", { key });
+    await eventually(async () => failures > 0);
+    expect(world.requests.filter(isSummarizer)).toHaveLength(1);
+    // The instance dies; the retried alarm runs with a healthy binding and the real config.
+    await abortAllDurableObjects();
+    await withActorConfig(key, smallWindowConfig());
+    await runDurableObjectAlarm(actor(key));
+    expect((await waitRun(res.payload.runId)).status).toBe("ok");
+    expect(world.requests.filter(isSummarizer)).toHaveLength(1);
+    const entries = (await history(key)).filter((m) => m.compaction);
+    expect(entries).toHaveLength(1);
     expect((await entryOf(key))?.compactionCount).toBe(1);
   });
 });

@@ -16,6 +16,9 @@ export interface Outgoing {
   text: string;
 }
 
+export const RUN_FAILED_NOTICE =
+  "⚠️ Sorry, something went wrong and I could not answer. Please try again later.";
+
 /** What a finished run posts to its chat, if anything. */
 export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): Outgoing | undefined {
   if (req.flow?.phase === "announce") {
@@ -31,7 +34,9 @@ export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): Outgoing |
         : undefined;
   }
   if (outcome.status === "ok") return outcome.reply ? { kind: "reply", text: outcome.reply } : undefined;
-  if (outcome.status === "error") return { kind: "notice", text: `⚠️ ${outcome.error ?? "run failed"}` };
+  // The chat hears that the run failed, not why: a cause can name hosts, keys or internals.
+  // The operator reads it in runs.get and the logs.
+  if (outcome.status === "error") return { kind: "notice", text: RUN_FAILED_NOTICE };
   return undefined;
 }
 

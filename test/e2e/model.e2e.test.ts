@@ -222,8 +222,11 @@ describe("provider failures", () => {
       deliveryId: `${ack.body.runId}:notice`,
       kind: "notice",
       to: peer,
-      text: `⚠️ provider error 429 ${message}`,
+      text: expect.stringMatching(/^⚠️ Sorry, something went wrong/),
     });
+    // The chat hears that the run failed, never the provider's message.
+    expect(String(notice.body?.text)).not.toContain(message);
+    expect(String(notice.body?.text)).not.toContain("429");
     // No late extra attempts: the count stays exact.
     await sleep(500);
     expect(model.requests).toHaveLength(RETRY_ATTEMPTS);

@@ -132,7 +132,9 @@ describe("/status", () => {
       `Session: ${key}`,
       `Session id: ${entry?.sessionId}`,
       "Model: echo/echo",
-      expect.stringMatching(/^Context: \d+ of 32k tokens \(\d+(\.\d)?%\) · in \d+ \/ out \d+ this session · 0 compactions$/),
+      expect.stringMatching(
+        /^Context: \d+ of 32k tokens \(\d+(\.\d)?%\) · in \d+ \/ out \d+ this session · 0 compactions$/,
+      ),
       "Thinking: off · Verbose: off",
       "Send policy: allow (inherited)",
       "Queue: 0 waiting · idle",

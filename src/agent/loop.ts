@@ -36,6 +36,8 @@ export interface AgentLoopInput {
   history: TranscriptMessage[];
   tools: AgentTool[];
   maxSteps: number;
+  /** The model's per-call output limit, when the catalog knows it. */
+  maxOutputTokens?: number;
   keepToolResults: number;
   retry: RetryPolicy;
   signal: AbortSignal;
@@ -157,6 +159,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
           system: input.system,
           messages,
           tools: input.tools.length ? tools : undefined,
+          maxOutputTokens: input.maxOutputTokens,
           maxRetries: 0,
           abortSignal: input.signal,
         }),

@@ -1,13 +1,19 @@
 /**
  * Model references (`provider/model` or an alias from `models.aliases`) resolved to AI SDK
- * language models. Built-in providers: `echo` (default, no network), `openai`, `anthropic`;
- * any `models.providers` entry adds or overrides one (e.g. `openai-compatible` with a base URL).
+ * language models, with their context window and output limit. Built-in providers: `echo`
+ * (default, no network), `openai`, `anthropic`, `workers-ai`; any
+ * `models.providers` entry adds or overrides one (e.g. `openai-compatible` with a base URL).
+ *
+ * Context window, first that applies: the agent's `contextTokens`, the `models.catalog` entry
+ * of the exact reference, the built-in catalog (`catalog.ts`), the provider's `contextWindow`,
+ * `models.contextWindow` (default 128,000).
  */
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { LanguageModel } from "ai";
-import type { Config } from "../config/schema";
+import type { AgentConfig, Config } from "../config/schema";
+import { catalogLimits, type ModelLimits } from "./catalog";
 import { createEchoModel } from "./echo";
 
 type ProviderSpec = NonNullable<Config["models"]["providers"][string]>;
@@ -16,6 +22,7 @@ const BUILT_IN: Record<string, ProviderSpec> = {
   echo: { api: "echo", contextWindow: 32_000 },
   openai: { api: "openai", apiKeyEnv: "OPENAI_API_KEY" },
   anthropic: { api: "anthropic", apiKeyEnv: "ANTHROPIC_API_KEY", contextWindow: 200_000 },
+  "workers-ai": { api: "workers-ai" },
 };
 
 export interface ResolvedModel {
@@ -24,6 +31,8 @@ export interface ResolvedModel {
   provider: string;
   modelId: string;
   contextWindow: number;
+  /** Most tokens one call may generate, when the catalog knows it. */
+  maxOutputTokens?: number;
   spec: ProviderSpec;
 }
 
@@ -39,22 +48,39 @@ export function modelChoices(config: Config): string {
   return `${names.join(", ")}${aliases.length ? `; aliases: ${aliases.join(", ")}` : ""}`;
 }
 
-/** Resolves a reference without touching the network; throws ModelRefError naming the valid choices. */
-export function resolveModelRef(raw: string, config: Config): ResolvedModel {
+/** The own entry of a config record named by user input (never `constructor`, `toString`…). */
+function own<T>(record: Readonly<Record<string, T>>, name: string): T | undefined {
+  return Object.hasOwn(record, name) ? record[name] : undefined;
+}
+
+/**
+ * Resolves a reference without touching the network; throws ModelRefError naming the valid
+ * choices. `agent` (the agent the run belongs to) may override the context window.
+ */
+export function resolveModelRef(
+  raw: string,
+  config: Config,
+  agent?: Pick<AgentConfig, "contextTokens">,
+): ResolvedModel {
   const trimmed = raw.trim();
-  const aliased = config.models.aliases[trimmed] ?? config.models.aliases[trimmed.toLowerCase()] ?? trimmed;
+  const aliases = config.models.aliases;
+  const aliased = own(aliases, trimmed) ?? own(aliases, trimmed.toLowerCase()) ?? trimmed;
   const slash = aliased.indexOf("/");
   const provider = (slash > 0 ? aliased.slice(0, slash) : "").toLowerCase();
   const modelId = slash > 0 ? aliased.slice(slash + 1) : "";
-  const spec = providers(config)[provider];
+  const spec = own(providers(config), provider);
   if (!spec || !modelId) {
     throw new ModelRefError(`unknown model "${raw}": use one of ${modelChoices(config)}`);
   }
+  const ref = `${provider}/${modelId}`;
+  const limits: ModelLimits | undefined = own(config.models.catalog, ref) ?? catalogLimits(spec.api, modelId);
   return {
-    ref: `${provider}/${modelId}`,
+    ref,
     provider,
     modelId,
-    contextWindow: spec.contextWindow ?? config.models.contextWindow,
+    contextWindow:
+      agent?.contextTokens ?? limits?.contextTokens ?? spec.contextWindow ?? config.models.contextWindow,
+    ...(limits?.maxOutputTokens ? { maxOutputTokens: limits.maxOutputTokens } : {}),
     spec,
   };
 }

@@ -126,7 +126,7 @@ async function runTurn(
     }
 
     const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
-    const resolved = resolveModelRef(modelRef, config);
+    const resolved = resolveModelRef(modelRef, config, agent);
     const model = languageModelFor(resolved, env as unknown as Record<string, unknown>);
     if (entry && (entry.model !== resolved.ref || entry.contextTokens !== resolved.contextWindow)) {
       a.store.saveEntry({ ...entry, model: resolved.ref, contextTokens: resolved.contextWindow });
@@ -147,6 +147,7 @@ async function runTurn(
       history: [...history, ...inputs],
       tools: toolsForSession(req.sessionKey, agent, config),
       maxSteps: config.agents.defaults.maxSteps,
+      maxOutputTokens: resolved.maxOutputTokens,
       keepToolResults: config.agents.defaults.contextPruning.keepToolResults,
       retry: config.models.retry,
       signal: controller.signal,

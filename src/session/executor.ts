@@ -6,6 +6,7 @@
  */
 import { type AgentLoopResult, emptyCheckpoint, ProviderError, runAgentLoop } from "../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
+import { providerOptionsFor } from "../agent/thinking";
 import type { SessionRow } from "../db/queries";
 import type { RunOutcome, RunStatus } from "../runs/types";
 import { toolsForSession } from "../tools/registry";
@@ -148,6 +149,7 @@ async function runTurn(
       tools: toolsForSession(req.sessionKey, agent, config),
       maxSteps: config.agents.defaults.maxSteps,
       maxOutputTokens: resolved.maxOutputTokens,
+      providerOptions: providerOptionsFor(resolved, entry?.thinkingLevel).providerOptions,
       keepToolResults: config.agents.defaults.contextPruning.keepToolResults,
       retry: config.models.retry,
       signal: controller.signal,

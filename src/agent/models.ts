@@ -1,7 +1,7 @@
 /**
  * Model references (`provider/model` or an alias from `models.aliases`) resolved to AI SDK
  * language models, with their context window and output limit. Built-in providers: `echo`
- * (default, no network), `openai`, `anthropic`, `workers-ai`; any
+ * (default, no network), `openai`, `anthropic`, `workers-ai` (the `AI` binding); any
  * `models.providers` entry adds or overrides one (e.g. `openai-compatible` with a base URL).
  *
  * Context window, first that applies: the agent's `contextTokens`, the `models.catalog` entry
@@ -12,6 +12,7 @@ import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { LanguageModel } from "ai";
+import { createWorkersAI } from "workers-ai-provider";
 import type { AgentConfig, Config } from "../config/schema";
 import { catalogLimits, type ModelLimits } from "./catalog";
 import { createEchoModel } from "./echo";
@@ -85,6 +86,15 @@ export function resolveModelRef(
   };
 }
 
+/** The Worker binding the `workers-ai` api runs models through. */
+export const WORKERS_AI_BINDING = "AI";
+
+function isAiBinding(value: unknown): value is Ai {
+  return (
+    typeof value === "object" && value !== null && typeof (value as { run?: unknown }).run === "function"
+  );
+}
+
 function apiKey(spec: ProviderSpec, provider: string, env: Record<string, unknown>): string | undefined {
   if (!spec.apiKeyEnv) return undefined;
   const value = env[spec.apiKeyEnv];
@@ -122,9 +132,14 @@ export function languageModelFor(resolved: ResolvedModel, env: Record<string, un
         headers: spec.headers,
         includeUsage: true,
       }).chatModel(modelId);
-    case "workers-ai":
-      throw new ModelRefError(
-        `provider "${provider}" uses api "workers-ai", which needs the AI binding; it is not bound in this deployment`,
-      );
+    case "workers-ai": {
+      const binding = env[WORKERS_AI_BINDING];
+      if (!isAiBinding(binding)) {
+        throw new ModelRefError(
+          `provider "${provider}" needs the Workers AI binding ${WORKERS_AI_BINDING}: add [ai] binding = "${WORKERS_AI_BINDING}" to wrangler.toml`,
+        );
+      }
+      return createWorkersAI({ binding })(modelId);
+    }
   }
 }

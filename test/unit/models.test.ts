@@ -147,6 +147,15 @@ describe("models.catalog and agents.list[].contextTokens in the config", () => {
 });
 
 describe("languageModelFor", () => {
+  it("needs the AI binding for workers-ai and names it", () => {
+    const resolved = resolveModelRef("workers-ai/@cf/meta/llama-3.1-8b-instruct", config());
+    expect(() => languageModelFor(resolved, {})).toThrow(ModelRefError);
+    expect(() => languageModelFor(resolved, {})).toThrow(/binding AI/);
+    expect(() => languageModelFor(resolved, { AI: "not a binding" })).toThrow(/binding AI/);
+    const model = languageModelFor(resolved, { AI: { run: async () => ({ response: "hi" }) } });
+    expect(typeof model === "object" && model.modelId).toBe("@cf/meta/llama-3.1-8b-instruct");
+  });
+
   it("needs the provider's API key secret and names it", () => {
     expect(() => languageModelFor(resolveModelRef("openai/gpt-4o", config()), {})).toThrow(
       /needs the secret OPENAI_API_KEY/,

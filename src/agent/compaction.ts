@@ -76,6 +76,24 @@ export function needsCompaction(use: WindowUse, limits: CompactionLimits): boole
   return full && (use.tailTokens > keepTokens(limits.contextTokens) || use.messages >= limits.maxMessages);
 }
 
+/** The smallest output limit a call is sent with. */
+export const MIN_OUTPUT_TOKENS = 256;
+
+/**
+ * The output limit sent with a turn's calls: the model's own, cut so that the estimated prompt
+ * (plus 10% for the estimate's error) and the output fit the window, since providers refuse a
+ * call whose prompt and `max_tokens` exceed it; never below MIN_OUTPUT_TOKENS.
+ */
+export function outputBudget(
+  maxOutputTokens: number | undefined,
+  contextTokens: number,
+  promptTokens: number,
+): number | undefined {
+  if (maxOutputTokens === undefined) return undefined;
+  const room = contextTokens - Math.ceil(promptTokens * 1.1);
+  return Math.max(MIN_OUTPUT_TOKENS, Math.min(maxOutputTokens, room));
+}
+
 export interface CompactionPlan<M extends Sized> {
   summarize: M[];
   keep: M[];

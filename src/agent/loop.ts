@@ -5,14 +5,33 @@
  * caller persists the checkpoint before the produced message is appended to the transcript.
  * Given the same checkpoint the loop continues where it stopped: pending tool calls are run,
  * then the next model step. A model step cut off mid-call is simply made again.
+ *
+ * Reasoning a model returned alongside tool calls (Anthropic's signed thinking blocks) is kept
+ * in the checkpoint and sent back with those calls on the run's next steps, as providers that
+ * think require; it never enters the transcript.
  */
-import { generateText, type LanguageModel, type Tool, type ToolSet, tool, zodSchema } from "ai";
+import type { SharedV4ProviderOptions } from "@ai-sdk/provider";
+import {
+  type AssistantModelMessage,
+  generateText,
+  type LanguageModel,
+  type ModelMessage,
+  type Tool,
+  type ToolSet,
+  tool,
+  zodSchema,
+} from "ai";
 import { z } from "zod";
 import type { AgentTool, ToolContext } from "../tools/types";
 import { type ContentPart, type TranscriptMessage, textOf } from "../transcript/message";
 import { estimateTokens } from "../transcript/tokens";
 import { toModelMessages } from "./context";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
+
+type ReasoningPart = Extract<
+  Exclude<AssistantModelMessage["content"], string>[number],
+  { type: "reasoning" }
+>;
 
 export interface RunCheckpoint {
   /** Model steps completed. */
@@ -23,6 +42,8 @@ export interface RunCheckpoint {
   outputTokens: number;
   /** Prompt + completion tokens of the latest model call. */
   lastCallTokens: number;
+  /** Reasoning returned with tool calls, by the id of the first call of its step. */
+  reasoning?: Record<string, ReasoningPart[]>;
 }
 
 export function emptyCheckpoint(): RunCheckpoint {
@@ -38,6 +59,10 @@ export interface AgentLoopInput {
   history: TranscriptMessage[];
   tools: AgentTool[];
   maxSteps: number;
+  /** The model's per-call output limit, when the catalog knows it. */
+  maxOutputTokens?: number;
+  /** Provider-specific call options (thinking levels, see `thinking.ts`). */
+  providerOptions?: SharedV4ProviderOptions;
   keepToolResults: number;
   retry: RetryPolicy;
   signal: AbortSignal;
@@ -98,6 +123,20 @@ export function toolSet(tools: readonly AgentTool[]): ToolSet {
   const set: ToolSet = {};
   for (const t of tools) set[t.name] = sdkTool(t);
   return set;
+}
+
+/** Puts each step's kept reasoning back in front of the assistant message holding its calls. */
+function withReasoning(messages: ModelMessage[], reasoning: RunCheckpoint["reasoning"]): ModelMessage[] {
+  if (!reasoning) return messages;
+  return messages.map((m) => {
+    if (m.role !== "assistant" || typeof m.content === "string") return m;
+    const firstCall = m.content.find((p) => p.type === "tool-call");
+    const kept =
+      firstCall && Object.hasOwn(reasoning, firstCall.toolCallId)
+        ? reasoning[firstCall.toolCallId]
+        : undefined;
+    return kept ? { ...m, content: [...kept, ...m.content] } : m;
+  });
 }
 
 async function runTool(
@@ -162,7 +201,10 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
       };
     }
 
-    const messages = toModelMessages([...input.history, ...cp.produced], input.keepToolResults);
+    const messages = withReasoning(
+      toModelMessages([...input.history, ...cp.produced], input.keepToolResults),
+      cp.reasoning,
+    );
     let result: Awaited<ReturnType<typeof generateText>>;
     try {
       result = await withRetries(input.retry, input.signal, () =>
@@ -171,6 +213,8 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
           system: input.system,
           messages,
           tools: input.tools.length ? tools : undefined,
+          maxOutputTokens: input.maxOutputTokens,
+          providerOptions: input.providerOptions,
           maxRetries: 0,
           abortSignal: input.signal,
         }),
@@ -183,6 +227,13 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     if (result.text) content.push({ type: "text", text: result.text });
     for (const call of result.toolCalls) {
       content.push({ type: "toolCall", id: call.toolCallId, name: call.toolName, arguments: call.input });
+    }
+    const firstCall = result.toolCalls[0];
+    if (firstCall) {
+      const reasoning = result.response.messages
+        .flatMap((m) => (m.role === "assistant" && typeof m.content !== "string" ? m.content : []))
+        .filter((p): p is ReasoningPart => p.type === "reasoning");
+      if (reasoning.length > 0) cp.reasoning = { ...cp.reasoning, [firstCall.toolCallId]: reasoning };
     }
     const inTokens = result.usage.inputTokens ?? 0;
     const outTokens = result.usage.outputTokens ?? 0;

@@ -1,13 +1,20 @@
 /**
  * Model references (`provider/model` or an alias from `models.aliases`) resolved to AI SDK
- * language models. Built-in providers: `echo` (default, no network), `openai`, `anthropic`;
- * any `models.providers` entry adds or overrides one (e.g. `openai-compatible` with a base URL).
+ * language models, with their context window and output limit. Built-in providers: `echo`
+ * (default, no network), `openai`, `anthropic`, `workers-ai` (the `AI` binding); any
+ * `models.providers` entry adds or overrides one (e.g. `openai-compatible` with a base URL).
+ *
+ * Context window, first that applies: the agent's `contextTokens`, the `models.catalog` entry
+ * of the exact reference, the built-in catalog (`catalog.ts`), the provider's `contextWindow`,
+ * `models.contextWindow` (default 128,000).
  */
 import { createAnthropic } from "@ai-sdk/anthropic";
 import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { LanguageModel } from "ai";
-import type { Config } from "../config/schema";
+import { createWorkersAI } from "workers-ai-provider";
+import type { AgentConfig, Config } from "../config/schema";
+import { catalogLimits, type ModelLimits } from "./catalog";
 import { createEchoModel } from "./echo";
 
 type ProviderSpec = NonNullable<Config["models"]["providers"][string]>;
@@ -16,6 +23,7 @@ const BUILT_IN: Record<string, ProviderSpec> = {
   echo: { api: "echo", contextWindow: 32_000 },
   openai: { api: "openai", apiKeyEnv: "OPENAI_API_KEY" },
   anthropic: { api: "anthropic", apiKeyEnv: "ANTHROPIC_API_KEY", contextWindow: 200_000 },
+  "workers-ai": { api: "workers-ai" },
 };
 
 export interface ResolvedModel {
@@ -24,6 +32,8 @@ export interface ResolvedModel {
   provider: string;
   modelId: string;
   contextWindow: number;
+  /** Most tokens one call may generate, when the catalog knows it. */
+  maxOutputTokens?: number;
   spec: ProviderSpec;
 }
 
@@ -39,24 +49,50 @@ export function modelChoices(config: Config): string {
   return `${names.join(", ")}${aliases.length ? `; aliases: ${aliases.join(", ")}` : ""}`;
 }
 
-/** Resolves a reference without touching the network; throws ModelRefError naming the valid choices. */
-export function resolveModelRef(raw: string, config: Config): ResolvedModel {
+/** The own entry of a config record named by user input (never `constructor`, `toString`…). */
+function own<T>(record: Readonly<Record<string, T>>, name: string): T | undefined {
+  return Object.hasOwn(record, name) ? record[name] : undefined;
+}
+
+/**
+ * Resolves a reference without touching the network; throws ModelRefError naming the valid
+ * choices. `agent` (the agent the run belongs to) may override the context window.
+ */
+export function resolveModelRef(
+  raw: string,
+  config: Config,
+  agent?: Pick<AgentConfig, "contextTokens">,
+): ResolvedModel {
   const trimmed = raw.trim();
-  const aliased = config.models.aliases[trimmed] ?? config.models.aliases[trimmed.toLowerCase()] ?? trimmed;
+  const aliases = config.models.aliases;
+  const aliased = own(aliases, trimmed) ?? own(aliases, trimmed.toLowerCase()) ?? trimmed;
   const slash = aliased.indexOf("/");
   const provider = (slash > 0 ? aliased.slice(0, slash) : "").toLowerCase();
   const modelId = slash > 0 ? aliased.slice(slash + 1) : "";
-  const spec = providers(config)[provider];
+  const spec = own(providers(config), provider);
   if (!spec || !modelId) {
     throw new ModelRefError(`unknown model "${raw}": use one of ${modelChoices(config)}`);
   }
+  const ref = `${provider}/${modelId}`;
+  const limits: ModelLimits | undefined = own(config.models.catalog, ref) ?? catalogLimits(spec.api, modelId);
   return {
-    ref: `${provider}/${modelId}`,
+    ref,
     provider,
     modelId,
-    contextWindow: spec.contextWindow ?? config.models.contextWindow,
+    contextWindow:
+      agent?.contextTokens ?? limits?.contextTokens ?? spec.contextWindow ?? config.models.contextWindow,
+    ...(limits?.maxOutputTokens ? { maxOutputTokens: limits.maxOutputTokens } : {}),
     spec,
   };
+}
+
+/** The Worker binding the `workers-ai` api runs models through. */
+export const WORKERS_AI_BINDING = "AI";
+
+function isAiBinding(value: unknown): value is Ai {
+  return (
+    typeof value === "object" && value !== null && typeof (value as { run?: unknown }).run === "function"
+  );
 }
 
 function apiKey(spec: ProviderSpec, provider: string, env: Record<string, unknown>): string | undefined {
@@ -96,9 +132,14 @@ export function languageModelFor(resolved: ResolvedModel, env: Record<string, un
         headers: spec.headers,
         includeUsage: true,
       }).chatModel(modelId);
-    case "workers-ai":
-      throw new ModelRefError(
-        `provider "${provider}" uses api "workers-ai", which needs the AI binding; it is not bound in this deployment`,
-      );
+    case "workers-ai": {
+      const binding = env[WORKERS_AI_BINDING];
+      if (!isAiBinding(binding)) {
+        throw new ModelRefError(
+          `provider "${provider}" needs the Workers AI binding ${WORKERS_AI_BINDING}: add [ai] binding = "${WORKERS_AI_BINDING}" to wrangler.toml`,
+        );
+      }
+      return createWorkersAI({ binding })(modelId);
+    }
   }
 }

@@ -203,6 +203,8 @@ const AgentSchema = z.strictObject({
   name: z.string().optional(),
   systemPrompt: z.string().optional(),
   model: NonEmpty.optional(),
+  /** Overrides the context window of whatever model this agent runs (see `models.catalog`). */
+  contextTokens: PositiveInt.optional(),
   workspace: z.strictObject({ writable: z.boolean().default(true) }).prefault({}),
   tools: ToolFilterSchema.prefault({}),
   subagents: z
@@ -305,9 +307,26 @@ const ModelRef = z.string().regex(/^[^/\s]+\/\S/, {
   error: (iss) => `must be a "provider/model" reference (got ${formatValue(iss.input)})`,
 });
 
+/** A `models.catalog` key: the exact `provider/model` a reference resolves to (provider lowercase). */
+const CatalogRef = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}\/\S+$/, {
+  error: (iss) =>
+    `must be an exact "provider/model" reference with a lowercase provider id (got ${formatValue(iss.input)})`,
+});
+
+const ModelLimitsSchema = z.strictObject({
+  contextTokens: PositiveInt,
+  maxOutputTokens: PositiveInt.optional(),
+});
+
 const ModelsSchema = z.strictObject({
   providers: z.record(Id, ProviderSchema).default(() => ({})),
   aliases: z.record(NonEmpty, ModelRef).default(() => ({})),
+  /**
+   * Limits per exact model reference; an entry replaces the built-in catalog's whole. Context
+   * window resolution: `agents.list[].contextTokens` > this > the built-in catalog
+   * (`src/agent/catalog.ts`) > the provider's `contextWindow` > `contextWindow` below.
+   */
+  catalog: z.record(CatalogRef, ModelLimitsSchema).default(() => ({})),
   retry: z
     .strictObject({
       /** Total provider calls per model step, the first included (SPEC §17). */
@@ -315,7 +334,7 @@ const ModelsSchema = z.strictObject({
       baseDelayMs: NonNegativeInt.default(500),
     })
     .prefault({}),
-  /** Context window for models whose provider does not declare one. */
+  /** Context window for models that nothing above names (default 128,000 tokens). */
   contextWindow: PositiveInt.default(128_000),
 });
 export type ModelsConfig = z.output<typeof ModelsSchema>;

@@ -4,10 +4,10 @@
  * its tokens on the entry, and hands the outcome to `finalizeRun`. A run's abort controller
  * lives in the actor's live state so `/stop`, `abort` and the run timeout reach it.
  */
-
-import { needsCompaction } from "../agent/compaction";
+import { needsCompaction, outputBudget } from "../agent/compaction";
 import { type AgentLoopResult, emptyCheckpoint, ProviderError, runAgentLoop } from "../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
+import { providerOptionsFor } from "../agent/thinking";
 import type { DeliveryContext, SessionRow } from "../db/queries";
 import type { RunOutcome, RunStatus } from "../runs/types";
 import { toolsForSession } from "../tools/registry";
@@ -190,7 +190,7 @@ async function runTurn(
     }
 
     const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
-    const resolved = resolveModelRef(modelRef, config);
+    const resolved = resolveModelRef(modelRef, config, agent);
     const model = languageModelFor(resolved, a.env as unknown as Record<string, unknown>);
     if (entry && (entry.model !== resolved.ref || entry.contextTokens !== resolved.contextWindow)) {
       a.store.saveEntry({ ...entry, model: resolved.ref, contextTokens: resolved.contextWindow });
@@ -264,14 +264,18 @@ async function runTurn(
         context = a.context.load(spec.sessionId, runId);
       }
     }
+    const system = systemWith(context.summary?.text);
+    const promptTokens = windowUse(system, tools, context, inputs).tokens;
     const result: AgentLoopResult = await runAgentLoop({
       runId,
       model,
       modelRef: resolved.ref,
-      system: systemWith(context.summary?.text),
+      system,
       history: [...context.messages, ...inputs],
       tools,
       maxSteps: defaults.maxSteps,
+      maxOutputTokens: outputBudget(resolved.maxOutputTokens, resolved.contextWindow, promptTokens),
+      providerOptions: providerOptionsFor(resolved, entry?.thinkingLevel).providerOptions,
       keepToolResults: defaults.contextPruning.keepToolResults,
       retry: config.models.retry,
       signal: controller.signal,

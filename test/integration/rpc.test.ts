@@ -767,7 +767,7 @@ describe("sessions.patch", () => {
       bad,
       400,
       "INVALID_REQUEST",
-      '`model`: unknown model "gpt-9": use one of echo/<model>, openai/<model>, anthropic/<model>, fake/<model>',
+      '`model`: unknown model "gpt-9": use one of echo/<model>, openai/<model>, anthropic/<model>, workers-ai/<model>, fake/<model>',
     );
     expect((await getSession(env, a.key))?.modelOverride).toBe("echo/other");
   });

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import {
   keepTokens,
   needsCompaction,
+  outputBudget,
   planCompaction,
   renderForSummary,
   type Sized,
@@ -42,6 +43,17 @@ describe("needsCompaction", () => {
   });
   it("triggers when the tail reaches contextMessages, whatever its size", () => {
     expect(needsCompaction({ tokens: 10, messages: 200, tailTokens: 5 }, limits)).toBe(true);
+  });
+});
+
+describe("outputBudget", () => {
+  it("sends the model's own limit when prompt and output fit the window", () => {
+    expect(outputBudget(16_384, 128_000, 10_000)).toBe(16_384);
+  });
+  it("cuts the limit so the estimated prompt (+10%) and the output fit, never below 256", () => {
+    expect(outputBudget(100_000, 200_000, 150_000)).toBe(200_000 - 165_000);
+    expect(outputBudget(100_000, 200_000, 199_000)).toBe(256);
+    expect(outputBudget(undefined, 200_000, 1_000)).toBeUndefined();
   });
 });
 

@@ -5,7 +5,9 @@
  * a text reply, tool calls, an HTTP error, or a hang that lasts until the test releases it.
  * The gateway calls `generateText`, which `@ai-sdk/openai-compatible` sends as a non-streaming
  * request; `stream: true` is answered as server-sent events too, in case that ever changes.
- * Every request is recorded (system prompt, messages, tool names) for assertions.
+ * Every request is recorded (system prompt, messages, tools, headers, the raw body) for
+ * assertions. It also serves the `openai` api (`@ai-sdk/openai`'s Chat Completions), which sends
+ * the system prompt of reasoning models as a `developer` message.
  */
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
@@ -33,9 +35,16 @@ export interface ModelRequest {
   at: number;
   model: string;
   stream: boolean;
+  /** The `system` and `developer` messages. */
   system: string;
   messages: ChatMessage[];
   tools: string[];
+  /** The tools' function definitions as sent (name, description, JSON schema). */
+  toolDefs: Array<{ name: string; description?: string; parameters: unknown }>;
+  /** The Authorization header, if any. */
+  authorization?: string;
+  /** The whole request body (`reasoning_effort`, `max_tokens`…). */
+  body: Record<string, unknown>;
   /** How the request ended: answered with a status, or the client went away first. */
   outcome: "pending" | "answered" | "client-closed";
 }
@@ -176,18 +185,21 @@ export async function startFakeModel(): Promise<FakeModel> {
       model: string;
       stream?: boolean;
       messages: ChatMessage[];
-      tools?: Array<{ function: { name: string } }>;
+      tools?: Array<{ function: { name: string; description?: string; parameters: unknown } }>;
     };
     const record: ModelRequest = {
       at: Date.now(),
       model: parsed.model,
       stream: parsed.stream === true,
       system: parsed.messages
-        .filter((m) => m.role === "system")
+        .filter((m) => m.role === "system" || m.role === "developer")
         .map((m) => textOf(m.content))
         .join("\n"),
       messages: parsed.messages,
       tools: (parsed.tools ?? []).map((t) => t.function.name),
+      toolDefs: (parsed.tools ?? []).map((t) => t.function),
+      ...(req.headers.authorization ? { authorization: req.headers.authorization } : {}),
+      body: parsed as unknown as Record<string, unknown>,
       outcome: "pending",
     };
     requests.push(record);

@@ -407,16 +407,26 @@ export function insertDeliveryStatement(
   return statement(env, insertQuery(schema.deliveries, row, "nothing"));
 }
 
-export async function updateDelivery(
+/**
+ * A delivery row with the outcome of an attempt: inserted when the row is not written yet (a
+ * late attempt can settle before the run's finalize batch), else its state updated.
+ */
+export function recordDeliveryStatement(
   env: Env,
-  deliveryId: string,
-  fields: Partial<Omit<typeof schema.deliveries.$inferInsert, "deliveryId">>,
-): Promise<void> {
-  await database(env)
-    .update(schema.deliveries)
-    .set(fields)
-    .where(eq(schema.deliveries.deliveryId, deliveryId))
-    .run();
+  row: typeof schema.deliveries.$inferInsert,
+  state: Pick<
+    typeof schema.deliveries.$inferInsert,
+    "status" | "attempts" | "updatedAt" | "nextAttemptAt" | "lastError" | "deliveredAt"
+  >,
+): D1PreparedStatement {
+  return statement(
+    env,
+    insertQuery(
+      schema.deliveries,
+      { ...row, ...state },
+      { target: schema.deliveries.deliveryId, set: state },
+    ),
+  );
 }
 
 export async function listDeliveries(

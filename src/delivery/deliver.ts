@@ -22,7 +22,8 @@ export interface DeliveryPayload {
 
 export type DeliveryAttempt = { ok: true } | { ok: false; error: string };
 
-const ATTEMPT_TIMEOUT_MS = 15_000;
+/** One POST to a connector gives up after this long (it runs in the background of the actor). */
+export const ATTEMPT_TIMEOUT_MS = 15_000;
 
 export async function postDelivery(
   payload: DeliveryPayload,

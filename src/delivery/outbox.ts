@@ -1,18 +1,25 @@
 /**
  * A SessionActor's delivery outbox (SPEC §14). This local table drives the attempts: due rows
- * are POSTed on the actor's alarm, failures are rescheduled with capped exponential backoff and
- * end `dead` after `delivery.maxAttempts`, and each attempt's outcome is written to the D1
- * `deliveries` row that `deliveries.list` shows (through `recordAttempt`, so the owner decides
- * how that row is written). A run's reply is attempted as soon as it is
- * added, and its D1 row is first written with that attempt's outcome (the run's finalize
- * batch); other deliveries are written to D1 before they are added here. Send policy (SPEC §9)
- * is decided here, when a delivery is made.
+ * are POSTed in the background (started by the actor's alarm, at most MAX_IN_FLIGHT at once,
+ * never awaited by it, so a connector that is down or slow never delays a run), failures are
+ * rescheduled with capped exponential backoff and end `dead` after `delivery.maxAttempts`, and
+ * each attempt's outcome is written to the D1 `deliveries` row that `deliveries.list` shows
+ * (through `recordAttempt`, an upsert, so the owner decides how that row is written and the
+ * order of the writes does not matter). A run's reply is attempted as soon as it is added and
+ * waited for briefly: settled in time, its outcome goes into the run's finalize batch; late, it
+ * records itself. Send policy (SPEC §9) is decided here, when a delivery is made.
  */
 import type { Config } from "../config/schema";
 import type { DeliveryContext, SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
-import { type DeliveryKind, type DeliveryPayload, postDelivery, retryDelayMs } from "./deliver";
+import {
+  ATTEMPT_TIMEOUT_MS,
+  type DeliveryKind,
+  type DeliveryPayload,
+  postDelivery,
+  retryDelayMs,
+} from "./deliver";
 
 interface OutboxRow {
   delivery_id: string;
@@ -22,9 +29,16 @@ interface OutboxRow {
   [key: string]: SqlStorageValue;
 }
 
-const FLUSH_BATCH = 20;
+/** Attempts one actor keeps in flight at once. */
+const MAX_IN_FLIGHT = 4;
+/** How long an attempt in flight holds its row: past the attempt's own timeout. */
+const LEASE_MS = ATTEMPT_TIMEOUT_MS + 5_000;
 
 export class DeliveryOutbox {
+  private readonly inFlight = new Map<string, InFlight>();
+  /** False after an attempt failed (until one succeeds): a run then does not wait for the connector. */
+  private healthy = true;
+
   static readonly DDL = `CREATE TABLE IF NOT EXISTS outbox (
     delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL)`;
 
@@ -32,7 +46,9 @@ export class DeliveryOutbox {
     private readonly sql: SqlStorage,
     private readonly env: () => Env,
     private readonly config: () => Config,
-    private readonly recordAttempt: (deliveryId: string, state: AttemptState) => Promise<void>,
+    private readonly recordAttempt: (payload: DeliveryPayload, state: AttemptState) => Promise<void>,
+    /** Called when an attempt has settled (the owner sets its alarm for what is left). */
+    private readonly onSettled: () => void,
   ) {}
 
   /** The delivery to make, or undefined when send policy blocks it (the reply stays in the transcript). */
@@ -79,75 +95,132 @@ export class DeliveryOutbox {
     );
   }
 
-  /** When the next attempt is due, if any delivery is owed. */
+  /** When the next attempt is due, if any delivery is owed (an attempt in flight holds a lease). */
   nextDue(): number | undefined {
     const next = this.sql.exec<{ n: number | null }>(`SELECT MIN(next_at) AS n FROM outbox`).toArray()[0]?.n;
     return next ?? undefined;
   }
 
   /**
-   * Attempts every due delivery once; failures are rescheduled with capped backoff. Deliveries
-   * of `ownedBy` (a run still being finalized, whose D1 row is not written yet) are left to it.
+   * Starts the due attempts in the background, at most MAX_IN_FLIGHT at a time, and returns at
+   * once: a connector that is slow or down never holds up the actor's runs. Each attempt
+   * records its own outcome when it settles, then the actor's alarm is set for what is left.
    */
-  async flush(ownedBy?: string): Promise<void> {
-    const prefix = ownedBy ? `${ownedBy}:` : "";
+  dispatch(): void {
+    const room = MAX_IN_FLIGHT - this.inFlight.size;
+    if (room <= 0) return;
     const due = this.sql
       .exec<OutboxRow>(
-        `SELECT * FROM outbox WHERE next_at <= ? AND (? = '' OR substr(delivery_id, 1, length(?)) != ?)
-         ORDER BY next_at LIMIT ?`,
+        `SELECT * FROM outbox WHERE next_at <= ? ORDER BY next_at LIMIT ?`,
         Date.now(),
-        prefix,
-        prefix,
-        prefix,
-        FLUSH_BATCH,
+        MAX_IN_FLIGHT,
       )
-      .toArray();
-    for (const row of due) {
-      const state = await this.attemptRow(row);
-      await this.recordAttempt(row.delivery_id, state);
+      .toArray()
+      .filter((row) => !this.inFlight.has(row.delivery_id))
+      .slice(0, room);
+    for (const row of due) this.start(row, false);
+  }
+
+  /**
+   * Attempts a delivery just added and waits at most `waitMs` for it (not at all when the
+   * connector failed its last attempt). Settled in time, its state is returned and the caller
+   * records it (a run's finalize batch writes the `deliveries` row once, with that outcome);
+   * otherwise undefined, and the attempt goes on and records its own outcome.
+   */
+  async attemptWithin(deliveryId: string, waitMs: number): Promise<AttemptState | undefined> {
+    if (this.inFlight.has(deliveryId)) return undefined;
+    const row = this.sql
+      .exec<OutboxRow>(`SELECT * FROM outbox WHERE delivery_id = ?`, deliveryId)
+      .toArray()[0];
+    if (!row) return undefined;
+    const attempt = this.start(row, true);
+    const wait = this.healthy ? waitMs : 0;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => {
+        attempt.abandoned = true;
+        resolve(undefined);
+      }, wait);
+    });
+    try {
+      return await Promise.race([attempt.settled, late]);
+    } finally {
+      if (timer !== undefined) clearTimeout(timer);
     }
   }
 
   /**
-   * Makes the first attempt of a delivery just added, so that the run's finalize batch can
-   * write the `deliveries` row with its outcome instead of a second round trip after the POST.
-   * Undefined when the row is gone (an earlier flush already settled it).
+   * One attempt in flight. Its row takes a lease first (`next_at` past the attempt's timeout),
+   * so that an attempt lost with the process is made again after it. A waiter that stops
+   * waiting marks it abandoned; it then records its outcome itself, before its row is updated,
+   * so a failed record leaves the row to be attempted again (at least once; connectors drop
+   * repeats by deliveryId).
    */
-  async attemptNow(deliveryId: string): Promise<AttemptState | undefined> {
-    const row = this.sql
-      .exec<OutboxRow>(`SELECT * FROM outbox WHERE delivery_id = ?`, deliveryId)
-      .toArray()[0];
-    return row ? this.attemptRow(row) : undefined;
+  private start(row: OutboxRow, waited: boolean): InFlight {
+    const id = row.delivery_id;
+    this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
+    const attempt: InFlight = { abandoned: !waited, settled: Promise.resolve(undefined) };
+    attempt.settled = (async () => {
+      try {
+        const payload = JSON.parse(row.payload) as DeliveryPayload;
+        const result = await postDelivery(payload, this.config(), this.env());
+        this.healthy = result.ok;
+        const state = this.stateAfter(row.attempts + 1, result);
+        if (attempt.abandoned) await this.recordAttempt(payload, state);
+        this.settleRow(id, state);
+        return state;
+      } catch (error) {
+        console.error(`delivery ${id}: ${error instanceof Error ? error.message : String(error)}`);
+        return undefined;
+      } finally {
+        this.inFlight.delete(id);
+        this.onSettled();
+      }
+    })();
+    this.inFlight.set(id, attempt);
+    return attempt;
   }
 
-  /** One POST; the local row is removed when settled or rescheduled with capped backoff. */
-  private async attemptRow(row: OutboxRow): Promise<AttemptState> {
+  private stateAfter(attempts: number, result: { ok: true } | { ok: false; error: string }): AttemptState {
     const config = this.config();
-    const attempt = await postDelivery(JSON.parse(row.payload) as DeliveryPayload, config, this.env());
-    const attempts = row.attempts + 1;
     const at = Date.now();
-    if (attempt.ok || attempts >= config.delivery.maxAttempts) {
-      this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, row.delivery_id);
-      return attempt.ok
-        ? {
-            status: "delivered",
-            attempts,
-            deliveredAt: at,
-            updatedAt: at,
-            nextAttemptAt: null,
-            lastError: null,
-          }
-        : { status: "dead", attempts, updatedAt: at, nextAttemptAt: null, lastError: attempt.error };
+    if (result.ok) {
+      return {
+        status: "delivered",
+        attempts,
+        deliveredAt: at,
+        updatedAt: at,
+        nextAttemptAt: null,
+        lastError: null,
+      };
+    }
+    if (attempts >= config.delivery.maxAttempts) {
+      return { status: "dead", attempts, updatedAt: at, nextAttemptAt: null, lastError: result.error };
     }
     const nextAt = at + retryDelayMs(attempts, config.delivery);
-    this.sql.exec(
-      `UPDATE outbox SET attempts = ?, next_at = ? WHERE delivery_id = ?`,
-      attempts,
-      nextAt,
-      row.delivery_id,
-    );
-    return { status: "retrying", attempts, updatedAt: at, nextAttemptAt: nextAt, lastError: attempt.error };
+    return { status: "retrying", attempts, updatedAt: at, nextAttemptAt: nextAt, lastError: result.error };
   }
+
+  /** The local row after an attempt: gone when settled, else rescheduled with capped backoff. */
+  private settleRow(id: string, state: AttemptState): void {
+    if (state.status === "retrying" && state.nextAttemptAt !== null) {
+      this.sql.exec(
+        `UPDATE outbox SET attempts = ?, next_at = ? WHERE delivery_id = ?`,
+        state.attempts,
+        state.nextAttemptAt,
+        id,
+      );
+    } else {
+      this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, id);
+    }
+  }
+}
+
+interface InFlight {
+  /** Set when nobody waits for the outcome any more: the attempt records it itself. */
+  abandoned: boolean;
+  /** The attempt's state once its row is updated; undefined when recording it failed. */
+  settled: Promise<AttemptState | undefined>;
 }
 
 /** A delivery's state after an attempt, as the `deliveries` row records it. */

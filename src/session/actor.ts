@@ -19,7 +19,7 @@
  * (`actor-context.ts` is what these modules share; `flows.ts`, `freshness.ts` and
  * `reset-trigger.ts` are the pure rules they apply; `client.ts` reaches actors from outside.)
  * The delivery outbox (src/delivery/outbox.ts) shares the alarm: one alarm runs at most one
- * run, plus the deliveries that are due.
+ * run, and starts the deliveries that are due in the background without waiting for them.
  */
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config/load";
@@ -81,7 +81,10 @@ export class SessionActor extends DurableObject<Env> {
       ctx.storage.sql,
       () => this.env,
       () => this.config,
-      (id, state) => this.records.deliveryAttempted(id, state),
+      (payload, state) => this.records.deliveryAttempted(payload, state),
+      () => {
+        this.scheduleAlarm().catch((error) => console.error(`alarm not set: ${error}`));
+      },
     );
     const actor = this;
     this.parts = {
@@ -282,13 +285,11 @@ export class SessionActor extends DurableObject<Env> {
 
   override async alarm(): Promise<void> {
     if (!this.store.kvGet("key")) return;
-    // A run that started before this alarm may be between its first delivery attempt and its
-    // finalize batch: its delivery is finalize's to record, not the flush's.
-    await this.outbox.flush(this.queue.firstStartedRunId());
-    // Read after the flush's awaits: a merge, abort or delete may have changed the queue.
+    // Deliveries go out in the background: a connector that is down or slow never holds the run.
+    this.outbox.dispatch();
     const head = this.queue.head();
     if (head) await executeHead(this.parts, head);
-    await this.outbox.flush();
+    this.outbox.dispatch();
     this.store.sweepRunIds(Date.now());
     await this.scheduleAlarm();
   }

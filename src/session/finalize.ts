@@ -12,6 +12,9 @@ import { continueFlows } from "./flow-runner";
 import { outboundOf } from "./outbound";
 import type { QueuedRun, QueueRow, RunProgress } from "./run-queue";
 
+/** How long a run waits for its reply's first attempt before going on without its outcome. */
+export const FIRST_ATTEMPT_WAIT_MS = 1_000;
+
 export async function finalizeRun(
   a: ActorContext,
   row: QueueRow,
@@ -31,12 +34,14 @@ export async function finalizeRun(
         ? a.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
         : undefined);
     // The reply goes out before the run is written to D1: the local outbox row makes it
-    // durable, the user gets it one round trip sooner, and the `deliveries` row below is
-    // written once with the outcome of this first attempt. A restart between the attempt and
-    // its checkpoint may repeat the POST (at least once; connectors dedupe by deliveryId).
+    // durable, the user gets it one round trip sooner, and when the connector answers within
+    // FIRST_ATTEMPT_WAIT_MS the `deliveries` row below is written once with that outcome. A
+    // slower connector is not waited for: the attempt goes on and records itself. A restart
+    // between the attempt and its checkpoint may repeat the POST (at least once; connectors
+    // dedupe by deliveryId).
     if (payload && !progress.outgoing) {
       a.outbox.add(payload);
-      const first = (await a.outbox.attemptNow(payload.deliveryId)) ?? null;
+      const first = (await a.outbox.attemptWithin(payload.deliveryId, FIRST_ATTEMPT_WAIT_MS)) ?? null;
       progress.outgoing = { payload, attempt: first };
       save();
     }

@@ -64,8 +64,11 @@ function clip(text: string, max: number): string {
 
 /**
  * A delivery made while a run goes on (tool notices): written, then attempted at once so that
- * it reaches the chat before the run's reply; a failed attempt is left to the outbox's retries.
+ * it reaches the chat before the run's reply, waiting for the connector at most
+ * NOTICE_WAIT_MS; a late or failed attempt is left to the outbox.
  */
+const NOTICE_WAIT_MS = 1_000;
+
 export async function postNow(
   a: ActorContext,
   deliveryId: string,
@@ -75,8 +78,9 @@ export async function postNow(
   sessionKey: string,
 ): Promise<void> {
   if (!(await queueDelivery(a, deliveryId, out, route, entry, sessionKey))) return;
-  const state = await a.outbox.attemptNow(deliveryId);
-  if (state) await a.records.deliveryAttempted(deliveryId, state);
+  const payload = a.outbox.payload(deliveryId, out, route, entry, sessionKey);
+  const state = await a.outbox.attemptWithin(deliveryId, NOTICE_WAIT_MS);
+  if (state && payload) await a.records.deliveryAttempted(payload, state);
 }
 
 /** Writes the delivery to D1, then its local retry row; false when send policy blocked it. */

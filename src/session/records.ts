@@ -12,18 +12,19 @@ import {
   insertDeliveryStatement,
   insertRunStatement,
   listSessions,
+  recordDeliveryStatement,
   recordInboundStatement,
   recordTranscriptStatement,
   type SessionRow,
   startRunStatement,
   turnContextRows,
-  updateDelivery,
   updateRunStatement,
   upsertSessionStatement,
   writeBatch,
 } from "../db/queries";
 import type { deliveries, runs } from "../db/schema";
-import type { AttemptState } from "../delivery/outbox";
+import type { DeliveryPayload } from "../delivery/deliver";
+import { type AttemptState, deliveryRow } from "../delivery/outbox";
 import type { TranscriptMessage } from "../transcript/message";
 import { closedAt } from "./entry";
 
@@ -79,7 +80,8 @@ export interface ActorRecords {
   sessionRemoved(key: string, deleteTranscript: boolean): Promise<void>;
 
   deliveryQueued(delivery: DeliveryRecord): Promise<void>;
-  deliveryAttempted(deliveryId: string, state: AttemptState): Promise<void>;
+  /** An attempt settled: the delivery's row gets its state (written whole if it is not yet). */
+  deliveryAttempted(payload: DeliveryPayload, state: AttemptState): Promise<void>;
 }
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
@@ -184,6 +186,9 @@ export function d1Records(env: () => Env): ActorRecords {
       await writeBatch(e, [insertDeliveryStatement(e, delivery)]);
     },
 
-    deliveryAttempted: (deliveryId, state) => updateDelivery(env(), deliveryId, state),
+    async deliveryAttempted(payload, state) {
+      const e = env();
+      await writeBatch(e, [recordDeliveryStatement(e, deliveryRow(payload), state)]);
+    },
   };
 }

@@ -137,13 +137,6 @@ export class RunQueue {
       .toArray()[0];
   }
 
-  /** The run id of the first run that has started (has a checkpoint), if any. */
-  firstStartedRunId(): string | undefined {
-    return this.sql
-      .exec<{ run_id: string }>(`SELECT run_id FROM queue WHERE checkpoint IS NOT NULL ORDER BY pos LIMIT 1`)
-      .toArray()[0]?.run_id;
-  }
-
   /** A run that has not started yet (no checkpoint). */
   notStarted(runId: string): QueueRow | undefined {
     return this.sql

@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 
 interface Delivery {
@@ -60,5 +60,44 @@ describe("delivery outbox", () => {
     const listed = await rpc<{ deliveries: Delivery[] }>("deliveries.list", { status: "dead" });
     expect(listed.payload.deliveries.map((d) => d.deliveryId)).toContain(dead.deliveryId);
     connector.restore();
+  });
+});
+
+describe("a connector that accepts connections and never answers", () => {
+  it("does not delay the session's runs: every message is answered while the replies wait", async () => {
+    const real = globalThis.fetch;
+    let posts = 0;
+    const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+      const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+      if (!url.startsWith("https://connector.test/")) return real(input, init);
+      posts++;
+      // Hangs until the gateway gives up on the attempt (its own timeout).
+      const signal = init?.signal;
+      return new Promise<Response>((_, reject) => {
+        signal?.addEventListener("abort", () => reject(signal.reason));
+      });
+    });
+    try {
+      const runs: string[] = [];
+      for (let i = 0; i < 5; i++) {
+        const ack = (await (
+          await inbound("telegram", dm(`hello ${i}`, { from: "stalled-chat" }))
+        ).json()) as {
+          runId: string;
+        };
+        // Well inside one delivery attempt's timeout (15 s): a run that waited for the
+        // connector would not be done.
+        const done = await waitRun(ack.runId, 6_000);
+        expect(done.status, `message ${i}`).toBe("ok");
+        runs.push(ack.runId);
+      }
+      expect(posts).toBeGreaterThanOrEqual(1);
+      for (const runId of runs) {
+        const d = await eventually(async () => deliveryOf(runId));
+        expect(["pending", "retrying"]).toContain(d.status);
+      }
+    } finally {
+      spy.mockRestore();
+    }
   });
 });

@@ -693,19 +693,15 @@ describe("inline first delivery: the reply is posted before the run's finalize b
   });
 });
 
-describe("an alarm that flushes deliveries before it runs the queue", () => {
-  it("runs the head as it stands after the flush: a message merged in meanwhile is answered", async () => {
+describe("an alarm with a delivery due", () => {
+  it("runs the head at once while the delivery's POST hangs, and records both", async () => {
     const w = world();
     restore = w.restore;
-    const id = "fp-stale-head";
+    const id = "fp-hung-retry";
     const key = group(id);
     const warm = await send(id, "warm up");
     await waitRun(warm.runId);
-    let holdAlarm = false;
-    await setupActor(key, w, {
-      config: scripted({ session: { queue: { mode: "collect" } } }),
-      holdAlarm: () => holdAlarm,
-    });
+    await setupActor(key, w, { config: scripted({}) });
 
     // A reply whose first attempt fails: its retry is due 50 ms later.
     w.connectorStatus = 503;
@@ -713,28 +709,21 @@ describe("an alarm that flushes deliveries before it runs the queue", () => {
     await waitRun(first.runId);
     expect(await deliveryOf(first.runId)).toMatchObject({ status: "retrying", attempts: 1 });
 
-    // The next alarm finds run A queued and that retry due; the retry's POST hangs.
-    holdAlarm = true;
+    // The retry's POST hangs; the next message's run does not wait for it.
     w.connectorStatus = 200;
     w.holdConnector = true;
-    const a = await send(id, "part one");
-    await sleep(80);
-    holdAlarm = false;
     await eventually(async () => postsOf(w, first.runId) === 2);
-    // While the flush waits, a second message merges into A (collect mode).
-    const b = await send(id, "part two");
-    expect(b.runId).toBe(a.runId);
+    const a = await send(id, "part one");
+    expect((await waitRun(a.runId)).status).toBe("ok");
+    expect(postsOf(w, first.runId)).toBe(2);
+    expect(await deliveryOf(first.runId)).toMatchObject({ status: "retrying", attempts: 1 });
     w.holdConnector = false;
 
-    expect((await waitRun(a.runId)).status).toBe("ok");
     const transcript = await history(key);
     expectNoDuplicates(transcript);
-    expect(transcript.map(line).slice(-3)).toEqual([
-      "user:part one",
-      "user:part two",
-      "assistant:re: part one | part two",
-    ]);
+    expect(transcript.map(line).slice(-2)).toEqual(["user:part one", "assistant:re: part one"]);
     await eventually(async () => repliesTo(w, a.runId).length === 1);
+    await eventually(async () => (await deliveryOf(first.runId))?.status === "delivered");
     expect(await deliveryOf(first.runId)).toMatchObject({ status: "delivered", attempts: 2 });
   });
 });

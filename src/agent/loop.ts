@@ -139,6 +139,17 @@ function withReasoning(messages: ModelMessage[], reasoning: RunCheckpoint["reaso
   });
 }
 
+/**
+ * A tool exception as the model sees it: its name and the first line of its message, at most
+ * 300 characters, never a stack (which can name hosts and paths). Logs keep the whole of it.
+ */
+export function exceptionSummary(error: unknown): string {
+  const line = (error instanceof Error ? error.message : String(error)).split("\n")[0]?.trim() ?? "";
+  const text =
+    error instanceof Error && error.name && error.name !== "Error" ? `${error.name}: ${line}` : line;
+  return text.length > 300 ? `${text.slice(0, 300)}…` : text || "tool failed";
+}
+
 async function runTool(
   call: { id: string; name: string; arguments: unknown },
   input: AgentLoopInput,
@@ -160,8 +171,8 @@ async function runTool(
     const result = await def.execute(parsed.data, { ...input.toolContext, toolCallId: call.id });
     return { text: JSON.stringify(result ?? null), isError: false };
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    return { text: JSON.stringify({ status: "error", error: message }), isError: true };
+    console.error(`tool ${call.name} threw:`, error);
+    return { text: JSON.stringify({ status: "error", error: exceptionSummary(error) }), isError: true };
   }
 }
 

@@ -170,7 +170,11 @@ export class DeliveryOutbox {
         this.settleRow(id, state);
         return state;
       } catch (error) {
+        // The outcome could not be recorded: the row is attempted again after the usual backoff
+        // (at least once; connectors drop repeats by deliveryId).
         console.error(`delivery ${id}: ${error instanceof Error ? error.message : String(error)}`);
+        const retryAt = Date.now() + retryDelayMs(row.attempts + 1, this.config().delivery);
+        this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, retryAt, id);
         return undefined;
       } finally {
         this.inFlight.delete(id);

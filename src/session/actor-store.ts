@@ -12,7 +12,7 @@ import type { EnqueueResult, RunOutcome } from "../runs/types";
 import { ContextStore } from "./context-store";
 import { RunQueue } from "./run-queue";
 
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
 const SWEEP_INTERVAL_MS = 3_600_000;
@@ -37,6 +37,7 @@ export class ActorStore {
       sql.exec(DeliveryOutbox.DDL);
     }
     if (version < 2) sql.exec(ContextStore.DDL);
+    if (version < 3) for (const ddl of RunQueue.DDL_V3) sql.exec(ddl);
     if (version < SCHEMA_VERSION) this.kvSet("schema_version", String(SCHEMA_VERSION));
   }
 

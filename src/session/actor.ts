@@ -40,7 +40,7 @@ import { admit } from "./admission";
 import { commandOf, runCommand } from "./commands";
 import { ContextStore, withContextCopy } from "./context-store";
 import { entryExpiry, resetEntry } from "./entry";
-import { abortCurrent, executeHead } from "./executor";
+import { abortCurrent, attemptHead } from "./executor";
 import { type Announcement, recordAnnouncement } from "./flow-runner";
 import { type ActorRecords, d1Records } from "./records";
 import { progressOf, RunQueue } from "./run-queue";
@@ -142,9 +142,11 @@ export class SessionActor extends DurableObject<Env> {
   }
 
   private async scheduleAlarm(): Promise<void> {
-    if (!this.queue.isEmpty()) return this.ctx.storage.setAlarm(Date.now());
-    const next = this.outbox.nextDue();
-    if (next !== undefined) return this.ctx.storage.setAlarm(next);
+    const now = Date.now();
+    const run = this.queue.headDueAt(now);
+    const delivery = this.outbox.nextDue();
+    const next = run === undefined ? delivery : delivery === undefined ? run : Math.min(run, delivery);
+    if (next !== undefined) return this.ctx.storage.setAlarm(Math.max(now, next));
     return this.ctx.storage.deleteAlarm();
   }
 
@@ -183,7 +185,7 @@ export class SessionActor extends DurableObject<Env> {
     const dropped: string[] = [];
     for (const row of this.queue.rows()) {
       if (row.state !== "queued") continue;
-      this.queue.remove(row.pos);
+      this.queue.remove(row);
       const outcome: RunOutcome = {
         runId: row.run_id,
         status: "aborted",
@@ -288,7 +290,8 @@ export class SessionActor extends DurableObject<Env> {
     // Deliveries go out in the background: a connector that is down or slow never holds the run.
     this.outbox.dispatch();
     const head = this.queue.head();
-    if (head) await executeHead(this.parts, head);
+    // A head whose last attempt failed waits for its backoff (this alarm may be a delivery's).
+    if (head && (head.retry_at ?? 0) <= Date.now()) await attemptHead(this.parts, head);
     this.outbox.dispatch();
     this.store.sweepRunIds(Date.now());
     await this.scheduleAlarm();

@@ -19,7 +19,14 @@ import { actorSessions } from "./client";
 import { compactBeforeTurn, compactContext, compactionNotice, flushTools, windowUse } from "./compactor";
 import { finalizeRun } from "./finalize";
 import { postNow, toolNotice } from "./outbound";
-import { progressOf, type QueuedRun, type QueueRow, type RunProgress, specOf } from "./run-queue";
+import {
+  MAX_RUN_ATTEMPTS,
+  type QueuedRun,
+  type QueueRow,
+  RUN_RETRY_DELAYS_MS,
+  type RunProgress,
+  specOf,
+} from "./run-queue";
 import { buildSystemPrompt } from "./system-prompt";
 
 class AbortRun extends Error {
@@ -61,16 +68,97 @@ function accountRun(
   };
 }
 
+/**
+ * Executes the queue head once, counted: a failed attempt is retried after a backoff, and a
+ * run whose attempts are spent (or whose stored state can no longer be read) ends `error`
+ * with its cause, so the queue moves on (SPEC §5: no run can wedge a session).
+ */
+export async function attemptHead(a: ActorContext, row: QueueRow): Promise<void> {
+  const attempt = a.queue.beginAttempt(row);
+  if (attempt > MAX_RUN_ATTEMPTS) {
+    const cause = row.last_error ?? "its process stopped during every attempt";
+    return giveUp(a, row, `run failed after ${MAX_RUN_ATTEMPTS} attempts: ${cause}`);
+  }
+  try {
+    await executeHead(a, row);
+  } catch (error) {
+    const cause = causeOf(error);
+    console.error(`run ${row.run_id}: attempt ${attempt} of ${MAX_RUN_ATTEMPTS} failed: ${cause}`);
+    if (attempt >= MAX_RUN_ATTEMPTS) {
+      return giveUp(a, row, `run failed after ${MAX_RUN_ATTEMPTS} attempts: ${cause}`);
+    }
+    const delay = RUN_RETRY_DELAYS_MS[attempt - 1] ?? RUN_RETRY_DELAYS_MS.at(-1) ?? 0;
+    a.queue.attemptFailed(row, cause, Date.now() + delay);
+  }
+}
+
+function causeOf(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return text.split("\n")[0]?.slice(0, 500) ?? "unknown error";
+}
+
+/**
+ * Ends a run that cannot be executed: `error` with its cause, through the ordinary finalize
+ * (the run's record, the chat's short notice, its waiters) when D1 takes it; when even that
+ * fails, the run leaves the queue anyway with its outcome kept for waiters and the cause in
+ * the logs, and its D1 row is ended if it can be.
+ */
+async function giveUp(a: ActorContext, row: QueueRow, error: string): Promise<void> {
+  const now = Date.now();
+  let spec: QueuedRun | undefined;
+  let progress: RunProgress | undefined;
+  try {
+    spec = specOf(row);
+    progress = a.queue.progress(row);
+  } catch {
+    // Unreadable: the run ends with what is known.
+  }
+  const startedAt = progress?.startedAt ?? spec?.prestarted?.startedAt;
+  const outcome: RunOutcome = { runId: row.run_id, status: "error", endedAt: now, error };
+  if (startedAt !== undefined) outcome.startedAt = startedAt;
+  const entry = a.store.entry();
+  if (entry && spec && entry.sessionId === spec.sessionId) {
+    const waiting = a.queue.rows().some((r) => r.state === "queued" && r.pos !== row.pos);
+    a.store.saveEntry({ ...entry, runStatus: waiting ? "queued" : "idle" });
+  }
+  if (spec) {
+    const ending: RunProgress = progress ?? { startedAt: startedAt ?? now, loop: emptyCheckpoint() };
+    ending.outcome ??= outcome;
+    // Twice: with the messages the run produced, then without those not stored yet (one of
+    // them may be what D1 refuses).
+    for (const skipUnstored of [false, true]) {
+      try {
+        if (skipUnstored) ending.stored = ending.loop.produced.length;
+        a.queue.saveProgress(row, ending);
+        await finalizeRun(a, row, spec, ending, ending.outcome);
+        return;
+      } catch (finalizeError) {
+        console.error(`run ${row.run_id}: could not be finalized: ${causeOf(finalizeError)}`);
+      }
+    }
+  }
+  a.queue.remove(row);
+  a.store.recordFinished(outcome, now);
+  a.waiters.notify(outcome);
+  try {
+    await a.records.runsEnded([row.run_id], { status: "error", endedAt: now, error });
+  } catch (recordError) {
+    console.error(
+      `run ${row.run_id} ended (${error}); its D1 row could not be updated: ${causeOf(recordError)}`,
+    );
+  }
+}
+
 /** Runs (or resumes) the queue head through to its finalize. */
 export async function executeHead(a: ActorContext, row: QueueRow): Promise<void> {
   const spec = specOf(row);
   const runId = row.run_id;
-  const progress: RunProgress = progressOf(row) ?? {
+  const progress: RunProgress = a.queue.progress(row) ?? {
     startedAt: spec.prestarted?.startedAt ?? Date.now(),
     loop: emptyCheckpoint(),
   };
-  if (!row.checkpoint) a.queue.start(row.pos, progress);
-  const save = () => a.queue.saveProgress(row.pos, progress);
+  if (!row.checkpoint) a.queue.start(row, progress);
+  const save = () => a.queue.saveProgress(row, progress);
 
   if (!progress.outcome) {
     progress.outcome = await runTurn(a, spec, runId, progress, save);

@@ -23,7 +23,7 @@ export async function finalizeRun(
   outcome: RunOutcome,
 ): Promise<void> {
   const { req } = spec;
-  const save = () => a.queue.saveProgress(row.pos, progress);
+  const save = () => a.queue.saveProgress(row, progress);
   if (!progress.delivery) {
     const entry = a.store.entry();
     const out = outboundOf(req, outcome);
@@ -91,7 +91,7 @@ export async function finalizeRun(
   }
   // Done: the run leaves the queue in one synchronous step.
   const finished: RunOutcome = { ...outcome, delivery: progress.delivery?.state ?? "pending" };
-  a.queue.remove(row.pos);
+  a.queue.remove(row);
   a.store.recordFinished(finished, Date.now());
   a.waiters.notify(finished);
   if (req.spawn?.phase === "announce" && req.spawn.cleanup === "delete") {

@@ -11,7 +11,13 @@
  * - Resume points: a running row's checkpoint (`RunProgress`) is saved after every model step
  *   and tool result (before the transcript append), after the reply's first delivery attempt,
  *   after the finalize batch, and after the run's flow was handed on. A restarted run continues
- *   from its last saved point and never repeats a step that was saved.
+ *   from its last saved point and never repeats a step that was saved. The messages a run
+ *   produced are stored one row per step (`run_steps`), so a save writes the new step and a
+ *   small checkpoint, never the whole run again.
+ * - Bounded attempts: each execution of a run is counted before it starts (`attempts`, durable,
+ *   so a run that kills its process counts too). A failed attempt records its cause and when
+ *   the next may start (`retry_at`, backoff); after MAX_RUN_ATTEMPTS the run ends `error`
+ *   (see executor.ts `giveUp`) and the queue moves on: no run can wedge a session.
  * - A run leaves the queue in one synchronous step, together with its recorded outcome.
  * All methods are synchronous storage calls.
  */
@@ -19,6 +25,7 @@ import type { RunCheckpoint } from "../agent/loop";
 import type { DeliveryPayload } from "../delivery/deliver";
 import type { AttemptState } from "../delivery/outbox";
 import type { DeliveryState, EnqueueRequest, RunOutcome } from "../runs/types";
+import type { TranscriptMessage } from "../transcript/message";
 
 export interface QueueRow {
   pos: number;
@@ -27,6 +34,9 @@ export interface QueueRow {
   spec: string;
   checkpoint: string | null;
   enqueued_at: number;
+  attempts: number;
+  retry_at: number | null;
+  last_error: string | null;
   [key: string]: SqlStorageValue;
 }
 
@@ -97,6 +107,15 @@ export function specOf(row: QueueRow): QueuedRun {
   return JSON.parse(row.spec) as QueuedRun;
 }
 
+/** A run is executed at most this many times; then it ends `error` with its last cause. */
+export const MAX_RUN_ATTEMPTS = 3;
+/** Wait before attempt n + 1 after n failed attempts. */
+export const RUN_RETRY_DELAYS_MS = [2_000, 10_000];
+
+/**
+ * The checkpoint as stored, without the produced messages (they are in `run_steps`): enough
+ * for its start time and stage; `RunQueue.progress` reads the whole of it.
+ */
 export function progressOf(row: QueueRow): RunProgress | undefined {
   return row.checkpoint ? (JSON.parse(row.checkpoint) as RunProgress) : undefined;
 }
@@ -105,6 +124,17 @@ export class RunQueue {
   static readonly DDL = `CREATE TABLE IF NOT EXISTS queue (
     pos INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, state TEXT NOT NULL,
     spec TEXT NOT NULL, checkpoint TEXT, enqueued_at INTEGER NOT NULL)`;
+  /** Schema version 3: attempts, per-step progress. */
+  static readonly DDL_V3 = [
+    `ALTER TABLE queue ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0`,
+    `ALTER TABLE queue ADD COLUMN retry_at INTEGER`,
+    `ALTER TABLE queue ADD COLUMN last_error TEXT`,
+    `CREATE TABLE IF NOT EXISTS run_steps (
+      run_id TEXT NOT NULL, idx INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (run_id, idx))`,
+  ];
+
+  /** Steps known to be stored per run (a cache; this instance is its storage's only writer). */
+  private readonly storedSteps = new Map<string, number>();
 
   constructor(private readonly sql: SqlStorage) {}
 
@@ -158,19 +188,83 @@ export class RunQueue {
   }
 
   /** Marks the row running with its first checkpoint. */
-  start(pos: number, progress: RunProgress): void {
-    this.sql.exec(
-      `UPDATE queue SET state = 'running', checkpoint = ? WHERE pos = ?`,
-      JSON.stringify(progress),
-      pos,
-    );
+  start(row: QueueRow, progress: RunProgress): void {
+    this.sql.exec(`UPDATE queue SET state = 'running' WHERE pos = ?`, row.pos);
+    this.saveProgress(row, progress);
   }
 
-  saveProgress(pos: number, progress: RunProgress): void {
-    this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(progress), pos);
+  /** The whole checkpoint of a started run, its produced messages read back from `run_steps`. */
+  progress(row: QueueRow): RunProgress | undefined {
+    const progress = progressOf(row);
+    if (!progress) return undefined;
+    const n = progress.loop.produced.length;
+    // A checkpoint saved whole by an earlier version holds its messages itself.
+    if (n === 0 || typeof progress.loop.produced[0] === "object") return progress;
+    progress.loop.produced = this.sql
+      .exec<{ message: string }>(
+        `SELECT message FROM run_steps WHERE run_id = ? ORDER BY idx LIMIT ?`,
+        row.run_id,
+        n,
+      )
+      .toArray()
+      .map((s) => JSON.parse(s.message) as TranscriptMessage);
+    if (progress.loop.produced.length !== n) {
+      throw new Error(
+        `checkpoint of run ${row.run_id} names ${n} steps, ${progress.loop.produced.length} are stored`,
+      );
+    }
+    return progress;
   }
 
-  remove(pos: number): void {
-    this.sql.exec(`DELETE FROM queue WHERE pos = ?`, pos);
+  /**
+   * Saves the checkpoint: the steps not stored yet, one row each, and the rest of the
+   * checkpoint with `produced` reduced to its length (placeholders), so a save stays small.
+   */
+  saveProgress(row: QueueRow, progress: RunProgress): void {
+    const produced = progress.loop.produced;
+    const stored = this.storedSteps.get(row.run_id) ?? this.countSteps(row.run_id);
+    for (let i = stored; i < produced.length; i++) {
+      this.sql.exec(
+        `INSERT OR REPLACE INTO run_steps (run_id, idx, message) VALUES (?, ?, ?)`,
+        row.run_id,
+        i,
+        JSON.stringify(produced[i]),
+      );
+    }
+    this.storedSteps.set(row.run_id, produced.length);
+    const slim = { ...progress, loop: { ...progress.loop, produced: produced.map(() => 0 as const) } };
+    this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(slim), row.pos);
+  }
+
+  private countSteps(runId: string): number {
+    return this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM run_steps WHERE run_id = ?`, runId).one()
+      .n;
+  }
+
+  /** Counts an execution of the run before it starts; returns the count including this one. */
+  beginAttempt(row: QueueRow): number {
+    const attempts = (row.attempts ?? 0) + 1;
+    this.sql.exec(`UPDATE queue SET attempts = ?, retry_at = NULL WHERE pos = ?`, attempts, row.pos);
+    return attempts;
+  }
+
+  /** An attempt failed: its cause, and when the next may start. */
+  attemptFailed(row: QueueRow, cause: string, retryAt: number): void {
+    this.sql.exec(`UPDATE queue SET last_error = ?, retry_at = ? WHERE pos = ?`, cause, retryAt, row.pos);
+  }
+
+  /** When the head may next be executed (now, or after a failed attempt's backoff). */
+  headDueAt(now: number): number | undefined {
+    const head = this.sql
+      .exec<{ retry_at: number | null }>(`SELECT retry_at FROM queue ORDER BY pos LIMIT 1`)
+      .toArray()[0];
+    if (!head) return undefined;
+    return Math.max(now, head.retry_at ?? 0);
+  }
+
+  remove(row: Pick<QueueRow, "pos" | "run_id">): void {
+    this.sql.exec(`DELETE FROM queue WHERE pos = ?`, row.pos);
+    this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
+    this.storedSteps.delete(row.run_id);
   }
 }

@@ -633,7 +633,8 @@ describe("inline first delivery: the reply is posted before the run's finalize b
   /**
    * The reply's first attempt fails (503), then the finalize batch fails (the process dies):
    * the checkpoint holds that attempt, the outbox row waits for its retry. The connector is
-   * back by the time the retried alarm resumes the run.
+   * back by the time the actor restarts; the retry (in the background) and the resumed run
+   * (after its attempt's backoff) each record what they know, in either order.
    */
   async function failedFirstAttemptThenCrash(id: string, beforeResume?: (key: string) => Promise<void>) {
     const w = world();
@@ -651,8 +652,9 @@ describe("inline first delivery: the reply is posted before the run's finalize b
     // Not finalized: no run outcome, no delivery row.
     expect(await runOf(ack.runId)).toMatchObject({ status: "running" });
     expect(await deliveryOf(ack.runId)).toBeUndefined();
-    w.connectorStatus = 200;
     await abortAllDurableObjects();
+    // Back only now: retries the dying instance made in the background failed too.
+    w.connectorStatus = 200;
     await beforeResume?.(key);
     await runDurableObjectAlarm(actor(key));
     expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
@@ -662,7 +664,7 @@ describe("inline first delivery: the reply is posted before the run's finalize b
 
   it("delivers the reply once when the run is resumed after a failed first attempt", async () => {
     const { w, key, ack } = await failedFirstAttemptThenCrash("fp-deliver-resume");
-    expect(postsOf(w, ack.runId)).toBe(2);
+    expect(postsOf(w, ack.runId)).toBeGreaterThanOrEqual(2);
     expect(repliesTo(w, ack.runId)).toHaveLength(1);
     expect(repliesTo(w, ack.runId)[0]!.body.text).toBe("echo: down then crash");
     const transcript = await history(key);
@@ -685,8 +687,7 @@ describe("inline first delivery: the reply is posted before the run's finalize b
     expect(repliesTo(w, ack.runId)).toHaveLength(1);
   });
 
-  // On resume the alarm's flush leaves the delivery to the unfinished finalize, which records
-  // the first attempt; the retry then updates the row it wrote.
+  // The retry records its outcome whether or not the resumed finalize has written the row yet.
   it("records the retried delivery as delivered when the run is resumed after a failed first attempt", async () => {
     const { ack } = await failedFirstAttemptThenCrash("fp-deliver-resume-row");
     expect(await deliveryOf(ack.runId)).toMatchObject({ status: "delivered", attempts: 2 });

@@ -1,0 +1,170 @@
+/**
+ * No run can wedge a session (SPEC §5): a run is executed at most MAX_RUN_ATTEMPTS times; a run
+ * that keeps failing for a reason other than a provider error (an unreadable checkpoint, a D1
+ * write that always fails) then ends `error` with its cause, its waiters are answered, the chat
+ * gets a short notice, and the next queued message runs. A throwing tool never fails a run:
+ * the model sees a one-line summary of the exception.
+ */
+import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import type { SessionActor } from "../../src/session/actor";
+import { RUN_FAILED_NOTICE } from "../../src/session/outbound";
+import { MAX_RUN_ATTEMPTS, RUN_RETRY_DELAYS_MS } from "../../src/session/run-queue";
+import { currentTimeTool } from "../../src/tools/current-time";
+import { CONNECTORS, group, groupMessage, history, scriptedWorld } from "./model-support";
+import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
+import { actor, eventually, inbound, rpc, waitRun } from "./support";
+
+afterEach(() => {
+  vi.restoreAllMocks();
+  vi.useRealTimers();
+});
+
+async function say(id: string, text: string): Promise<string> {
+  const res = await inbound("telegram", groupMessage(id, text));
+  expect(res.status).toBe(202);
+  return ((await res.json()) as { runId: string }).runId;
+}
+
+async function attemptsOf(key: string, runId: string) {
+  return runInDurableObject(
+    actor(key),
+    (_i, state) =>
+      state.storage.sql
+        .exec<{ attempts: number; last_error: string | null }>(
+          `SELECT attempts, last_error FROM queue WHERE run_id = ?`,
+          runId,
+        )
+        .toArray()[0],
+  );
+}
+
+/** Runs the actor's alarm as if each failed attempt's backoff had passed. */
+async function driveAttempts(key: string, times: number) {
+  vi.useFakeTimers({ toFake: ["Date"] });
+  let now = Date.now();
+  try {
+    for (let i = 0; i < times; i++) {
+      now += (RUN_RETRY_DELAYS_MS.at(-1) ?? 0) + 1_000;
+      vi.setSystemTime(now);
+      await runDurableObjectAlarm(actor(key));
+    }
+  } finally {
+    vi.useRealTimers();
+  }
+}
+
+describe("a tool that always throws", () => {
+  it("does not fail the run: the model sees a one-line summary, without a stack", async () => {
+    vi.spyOn(currentTimeTool, "execute").mockImplementation(() => {
+      const error = new TypeError("cannot read properties of undefined (reading 'zone')");
+      error.stack = `${error.message}\n    at secret (/srv/internal/host-7/tool.js:1:1)`;
+      throw error;
+    });
+    const id = `throwing-tool-${crypto.randomUUID().slice(0, 6)}`;
+    const first = await say(id, "call:current_time {}");
+    expect((await waitRun(first)).status).toBe("ok");
+    const result = (await history(group(id))).find((m) => m.role === "toolResult");
+    expect(result?.isError).toBe(true);
+    const text = JSON.stringify(result?.content);
+    expect(text).toContain("TypeError: cannot read properties of undefined");
+    expect(text).not.toContain("/srv/internal");
+    // The session goes on.
+    expect((await waitRun(await say(id, "still there?"))).status).toBe("ok");
+  });
+});
+
+describe("a run whose checkpoint can no longer be read", () => {
+  it(`ends error after ${MAX_RUN_ATTEMPTS} attempts with its cause, and the next message runs`, async () => {
+    const model = hangingModel();
+    const id = `bad-checkpoint-${crypto.randomUUID().slice(0, 6)}`;
+    const key = group(id);
+    const warm = await say(id, "warm up");
+    expect((await waitRun(warm)).status).toBe("ok");
+    await withActorConfig(key, { ...SLOW_MODEL_CONFIG, connectors: CONNECTORS });
+    const stuck = await say(id, "this one hangs");
+    await eventually(async () => model.calls() > 0);
+    const next = await say(id, "and this one waits");
+
+    await runInDurableObject(actor(key), (_i, state) => {
+      state.storage.sql.exec(
+        `UPDATE queue SET checkpoint = '{"startedAt": 1, "loop": {' WHERE run_id = ?`,
+        stuck,
+      );
+    });
+    await abortAllDurableObjects();
+    model.restore();
+    const delivered = scriptedWorld(() => ({ text: "unused" })).delivered;
+
+    // Attempt 1 was the one the abort cut short; each next one fails to read the checkpoint.
+    await driveAttempts(key, MAX_RUN_ATTEMPTS);
+    const done = await waitRun(stuck);
+    expect(done.status).toBe("error");
+    expect(done.error).toMatch(new RegExp(`^run failed after ${MAX_RUN_ATTEMPTS} attempts: SyntaxError`));
+    const run = await rpc<{ status: string; error: string }>("runs.get", { runId: stuck });
+    expect(run.payload).toMatchObject({ status: "error" });
+    expect(run.payload.error).toContain("SyntaxError");
+    await eventually(async () => delivered.some((d) => d.body.text === RUN_FAILED_NOTICE));
+
+    await runDurableObjectAlarm(actor(key));
+    expect((await waitRun(next)).status).toBe("ok");
+  });
+});
+
+describe("a run whose D1 writes always fail", () => {
+  it("ends error with the storage error as its cause, and the next message runs", async () => {
+    const id = `bad-write-${crypto.randomUUID().slice(0, 6)}`;
+    const key = group(id);
+    const warm = await say(id, "warm up");
+    expect((await waitRun(warm)).status).toBe("ok");
+    // Every batch holding a statement with the doomed run's reply fails.
+    const poison = "echo: doomed";
+    await runInDurableObject(actor(key), (instance: SessionActor) => {
+      const poisoned = new WeakSet<object>();
+      const tagged = (stmt: D1PreparedStatement): D1PreparedStatement =>
+        new Proxy(stmt, {
+          get(target, prop) {
+            if (prop === "bind") {
+              return (...args: unknown[]) => {
+                const bound = target.bind(...args);
+                if (args.some((v) => typeof v === "string" && v.includes(poison))) poisoned.add(bound);
+                return bound;
+              };
+            }
+            const value = Reflect.get(target, prop);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+      const db = new Proxy(env.DB, {
+        get(target, prop) {
+          if (prop === "prepare") return (sql: string) => tagged(target.prepare(sql));
+          if (prop === "batch") {
+            return async (stmts: D1PreparedStatement[]) => {
+              if (stmts.some((s) => poisoned.has(s))) throw new Error("D1_ERROR: disk I/O error");
+              return target.batch(stmts);
+            };
+          }
+          const value = Reflect.get(target, prop);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+      (instance as unknown as { env: Env }).env = { ...env, DB: db };
+    });
+    const delivered = scriptedWorld(() => ({ text: "unused" })).delivered;
+    const stuck = (await rpc<{ runId: string }>("agent", { sessionKey: key, message: "doomed" })).payload
+      .runId;
+    const next = await say(id, "after the doomed one");
+    await eventually(async () => ((await attemptsOf(key, stuck))?.attempts ?? 0) >= 1);
+    await driveAttempts(key, MAX_RUN_ATTEMPTS);
+
+    const done = await waitRun(stuck);
+    expect(done.status).toBe("error");
+    expect(done.error).toContain("D1_ERROR: disk I/O error");
+    const run = await rpc<{ status: string; error: string }>("runs.get", { runId: stuck });
+    expect(run.payload.status).toBe("error");
+    await runDurableObjectAlarm(actor(key));
+    expect((await waitRun(next)).status).toBe("ok");
+    expect(delivered.some((d) => String(d.body.text).includes("after the doomed one"))).toBe(true);
+  });
+});

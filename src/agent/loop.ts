@@ -23,7 +23,13 @@ import {
 } from "ai";
 import { z } from "zod";
 import type { AgentTool, ToolContext } from "../tools/types";
-import { type ContentPart, type TranscriptMessage, textOf } from "../transcript/message";
+import {
+  boundedArguments,
+  boundedText,
+  type ContentPart,
+  type TranscriptMessage,
+  textOf,
+} from "../transcript/message";
 import { estimateTokens } from "../transcript/tokens";
 import { toModelMessages } from "./context";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
@@ -189,7 +195,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
         const message: TranscriptMessage = {
           id: `${input.runId}:s${cp.step}:t:${call.id}`,
           role: "toolResult",
-          content: [{ type: "text", text: result.text }],
+          content: [{ type: "text", text: boundedText(result.text) }],
           toolCallId: call.id,
           toolName: call.name,
           isError: result.isError,
@@ -235,9 +241,14 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
       throw new ProviderError(describeProviderError(error));
     }
     const content: ContentPart[] = [];
-    if (result.text) content.push({ type: "text", text: result.text });
+    if (result.text) content.push({ type: "text", text: boundedText(result.text) });
     for (const call of result.toolCalls) {
-      content.push({ type: "toolCall", id: call.toolCallId, name: call.toolName, arguments: call.input });
+      content.push({
+        type: "toolCall",
+        id: call.toolCallId,
+        name: call.toolName,
+        arguments: boundedArguments(call.input),
+      });
     }
     const firstCall = result.toolCalls[0];
     if (firstCall) {

@@ -7,7 +7,7 @@
  */
 import type { SessionRow } from "../db/queries";
 import type { EnqueueRequest, EnqueueResult, RunInput } from "../runs/types";
-import type { TranscriptMessage } from "../transcript/message";
+import { boundedText, MAX_MESSAGE_CHARS, type TranscriptMessage } from "../transcript/message";
 import type { ActorContext } from "./actor-context";
 import { applyRoute, entryExpiry, isStale, newSessionRow, resetEntry } from "./entry";
 import { matchResetTrigger } from "./reset-trigger";
@@ -26,6 +26,21 @@ export function inputMessages(runId: string, inputs: RunInput[]): TranscriptMess
     runId,
     provenance: input.provenance,
   }));
+}
+
+/** A merged run's queued row stays well under the storage row limit (SPEC §16). */
+const MAX_MERGED_CHARS = 256 * 1024;
+
+/**
+ * Whether a message may merge into the waiting run (collect mode): at most `cap` inputs and
+ * MAX_MERGED_CHARS of input text in one run. Otherwise it queues as a run of its own, which
+ * `session.queue.cap` counts like any other.
+ */
+function canMerge(into: QueuedRun, inputs: RunInput[], cap: number): boolean {
+  if (into.req.inputs.length + inputs.length > cap) return false;
+  let chars = 0;
+  for (const i of [...into.req.inputs, ...inputs]) chars += i.text.length;
+  return chars <= MAX_MERGED_CHARS;
 }
 
 /** The earlier answer for a run id this actor already accepted, marked as a duplicate. */
@@ -59,7 +74,10 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     resetHappened = true;
   }
 
-  let inputs = req.inputs;
+  // Inputs are cut to what one transcript message holds before they are queued.
+  let inputs = req.inputs.map((i) =>
+    i.text.length > MAX_MESSAGE_CHARS ? { ...i, text: boundedText(i.text) } : i,
+  );
   let greeting = false;
   let status: "queued" | "command" = "queued";
   if (req.userInteraction && inputs.length === 1 && inputs[0]) {
@@ -94,7 +112,8 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     collectInto &&
     tail &&
     collectInto.req.trigger === req.trigger &&
-    collectInto.sessionId === entry.sessionId
+    collectInto.sessionId === entry.sessionId &&
+    canMerge(collectInto, inputs, config.session.queue.cap)
   ) {
     collectInto.req.inputs.push(...inputs);
     if (req.route) collectInto.req.route = req.route;

@@ -9,7 +9,7 @@ import { stableUuid } from "../auth/signature";
 import type { DeliveryContext } from "../db/queries";
 import { entryInitOf } from "../runs/entry-init";
 import type { EnqueueRequest, EntryInit, RunOutcome, SpawnMeta } from "../runs/types";
-import { textOf } from "../transcript/message";
+import { boundedText, textOf } from "../transcript/message";
 import { transcriptPath } from "../views/session";
 import type { ActorContext } from "./actor-context";
 import { actorFor } from "./client";
@@ -143,7 +143,7 @@ export async function recordAnnouncement(
     {
       id: ann.id,
       role: "user",
-      content: [{ type: "text", text: ann.text }],
+      content: [{ type: "text", text: boundedText(ann.text) }],
       timestamp: now,
       provenance: {
         kind: "subagent_announce",

@@ -63,3 +63,28 @@ export function textOf(message: Pick<TranscriptMessage, "content">): string {
     .map((p) => p.text)
     .join("");
 }
+
+/**
+ * The most text one transcript message holds (each text part, and a tool call's arguments as
+ * JSON). A longer model answer, tool result or input is cut with a marker that says so, so a
+ * stored row stays far below the 2 MB row limit of D1 and DO SQLite whatever the input.
+ */
+export const MAX_MESSAGE_CHARS = 64_000;
+
+export function cutMarker(cut: number): string {
+  return `\n[… ${cut} more characters cut: a transcript message holds at most ${MAX_MESSAGE_CHARS.toLocaleString("en-US")} …]`;
+}
+
+/** `text`, cut to MAX_MESSAGE_CHARS with a marker when longer. */
+export function boundedText(text: string): string {
+  return text.length > MAX_MESSAGE_CHARS
+    ? text.slice(0, MAX_MESSAGE_CHARS) + cutMarker(text.length - MAX_MESSAGE_CHARS)
+    : text;
+}
+
+/** Tool-call arguments as stored: whole, or a preview when their JSON passes the bound. */
+export function boundedArguments(args: unknown): unknown {
+  const json = JSON.stringify(args ?? null);
+  if (json.length <= MAX_MESSAGE_CHARS) return args;
+  return { truncated: true, preview: json.slice(0, 1_000) + cutMarker(json.length - 1_000) };
+}

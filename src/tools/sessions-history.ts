@@ -7,6 +7,7 @@ import { z } from "zod";
 import { historyPage } from "../db/queries";
 import type { ContentPart, TranscriptMessage } from "../transcript/message";
 import { clampInt } from "../views/session-page";
+import { redactSecrets } from "./redaction";
 import { findVisibleSession } from "./resolve-session";
 import { defineTool } from "./types";
 
@@ -14,30 +15,6 @@ export const MAX_TEXT_CHARS = 4000;
 export const MAX_HISTORY_BYTES = 80 * 1024;
 /** Room kept for the result's other fields, so the whole JSON result stays within MAX_HISTORY_BYTES. */
 const ENVELOPE_BYTES = 1024;
-
-const REDACTED = "[REDACTED]";
-
-/** Credentials that must never reach another model's context. Order matters: the most specific first. */
-const SECRET_PATTERNS: Array<[RegExp, string]> = [
-  // PEM private keys, also when the END line was cut off.
-  [
-    /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
-    "[REDACTED PRIVATE KEY]",
-  ],
-  [/\bBearer\s+[A-Za-z0-9\-._~+/]{8,}=*/gi, `Bearer ${REDACTED}`],
-  [/\bsk-ant-[A-Za-z0-9_-]{8,}/g, REDACTED],
-  [/\bsk-[A-Za-z0-9_-]{16,}/g, REDACTED],
-  [/\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, REDACTED],
-  [/\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}/g, REDACTED],
-  [/\bgithub_pat_[A-Za-z0-9_]{20,}/g, REDACTED],
-  [/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, REDACTED],
-];
-
-export function redactSecrets(text: string): { text: string; redacted: boolean } {
-  let out = text;
-  for (const [re, replacement] of SECRET_PATTERNS) out = out.replace(re, replacement);
-  return { text: out, redacted: out !== text };
-}
 
 interface Flags {
   redacted: boolean;

@@ -11,7 +11,7 @@ import { normalizeAgentId, toToolKey } from "../keys/session-key";
 import { entryInitOf } from "../runs/entry-init";
 import type { EnqueueRequest, WaitResult } from "../runs/types";
 import { callerEntryInit, findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
-import { defineTool, toolError } from "./types";
+import { callSeed, defineTool, toolError } from "./types";
 
 const MAX_WAIT_SECONDS = 600;
 
@@ -61,7 +61,7 @@ export const sessionsSendTool = defineTool({
         `this message would be hop ${hop} of an agent-to-agent chain, over session.agentToAgent.maxHops (${maxHops}); answer without messaging another session`,
       );
     }
-    const seed = `${caller.runId ?? "http"}:${ctx.toolCallId}`;
+    const seed = callSeed(ctx);
     const flowId = caller.flow?.flowId ?? (await stableUuid(`flow:${seed}`));
     const runId = await stableUuid(`send:${seed}`);
     const self = row.key === caller.sessionKey;

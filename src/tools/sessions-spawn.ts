@@ -12,7 +12,7 @@ import { getSessionByLabel, listSessions } from "../db/queries";
 import { isSubagentKey, normalizeAgentId, subagentSessionKey } from "../keys/session-key";
 import type { EnqueueRequest } from "../runs/types";
 import { callerEntryInit } from "./resolve-session";
-import { defineTool, forbidden, toolError } from "./types";
+import { callSeed, defineTool, forbidden, toolError } from "./types";
 
 /** The agent ids `requester` may spawn (own agent first); `allowAny` for `["*"]`. */
 export function spawnableAgents(requester: string, config: Config): { allowAny: boolean; ids: string[] } {
@@ -81,7 +81,7 @@ export const sessionsSpawnTool = defineTool({
       );
     }
 
-    const seed = `${caller.runId ?? "http"}:${ctx.toolCallId}`;
+    const seed = callSeed(ctx);
     const childKey = subagentSessionKey(agentId, await stableUuid(`spawn:${seed}`));
     const runId = await stableUuid(`spawn-run:${seed}`);
     const req: EnqueueRequest = {

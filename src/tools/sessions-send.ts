@@ -14,6 +14,13 @@ import { callerEntryInit, findVisibleSession, findVisibleSessionByLabel } from "
 import { callSeed, defineTool, toolError } from "./types";
 
 const MAX_WAIT_SECONDS = 600;
+/**
+ * The longest message, in characters: it becomes one transcript message in the target, and
+ * stays well inside the transcript's per-message text bound (64 KB) for ordinary text.
+ */
+export const MAX_MESSAGE_CHARS = 32_000;
+
+const got = (input: unknown) => (typeof input === "string" ? ` (got ${input.length})` : "");
 
 export const sessionsSendTool = defineTool({
   name: "sessions_send",
@@ -30,7 +37,15 @@ export const sessionsSendTool = defineTool({
         .min(1)
         .optional()
         .describe("Agent of the labelled session (default: yours)."),
-      message: z.string().trim().min(1).describe("The message to send."),
+      message: z
+        .string()
+        .trim()
+        .min(1, { error: "must not be empty" })
+        .max(MAX_MESSAGE_CHARS, {
+          error: (iss) =>
+            `must be at most ${MAX_MESSAGE_CHARS} characters${got(iss.input)}; send a shorter message, or several`,
+        })
+        .describe(`The message to send (1-${MAX_MESSAGE_CHARS} characters).`),
       timeoutSeconds: z
         .number()
         .min(0)

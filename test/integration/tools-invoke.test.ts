@@ -1,6 +1,7 @@
 /** POST /tools/invoke (SPEC §13, §17): the OpenClaw-compatible tool endpoint and every answer it gives. */
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import { asSchema, tool } from "ai";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ConfigInput } from "../../src/config/schema";
 import { app } from "../../src/http/app";
@@ -347,6 +348,67 @@ describe("POST /tools/invoke", () => {
       for (const res of [first, other]) {
         expect(await waitRun(res.body.result?.runId as string)).toMatchObject({ status: "ok" });
       }
+    });
+  });
+
+  describe("sessions_send messages and sessions_spawn tasks have a maximum length", () => {
+    const MAX = 32_000;
+    async function world() {
+      const a = agentId();
+      const target = `agent:${a}:target`;
+      await seedSessions([sessionRow({ key: target, agentId: a })]);
+      const config = {
+        agents: { list: [{ id: a }] },
+        tools: { sessions: { visibility: "agent" as const } },
+        gateway: { tools: { allow: ["sessions_send", "sessions_spawn"] } },
+      };
+      return {
+        a,
+        target,
+        call: (tool: string, args: Record<string, unknown>) => post(config, { tool, agentId: a, args }),
+      };
+    }
+
+    it(`refuses a message or task over ${MAX} characters, naming the field and the limit`, async () => {
+      const { target, call } = await world();
+      expectError(
+        await call("sessions_send", { sessionKey: target, message: "m".repeat(MAX + 1), timeoutSeconds: 0 }),
+        400,
+        "invalid_request",
+        `args: \`message\`: must be at most ${MAX} characters (got ${MAX + 1}); send a shorter message, or several`,
+      );
+      expectError(
+        await call("sessions_spawn", { task: "t".repeat(MAX + 1) }),
+        400,
+        "invalid_request",
+        `args: \`task\`: must be at most ${MAX} characters (got ${MAX + 1}); describe the task more briefly`,
+      );
+    });
+
+    it(`accepts exactly ${MAX} characters`, async () => {
+      const { target, call } = await world();
+      const sent = await call("sessions_send", {
+        sessionKey: target,
+        message: "m".repeat(MAX),
+        timeoutSeconds: 0,
+      });
+      expect(sent.status).toBe(200);
+      const spawned = await call("sessions_spawn", { task: "t".repeat(MAX) });
+      expect(spawned.status).toBe(200);
+      for (const res of [sent, spawned]) {
+        expect(await waitRun(res.body.result?.runId as string)).toMatchObject({ status: "ok" });
+      }
+    });
+
+    it("tells the model the limit in the JSON schema", async () => {
+      // The schema the model is given, as the agent loop converts it.
+      const jsonSchema = (name: string) =>
+        asSchema(tool({ description: "", inputSchema: registered(name).schema as never }).inputSchema)
+          .jsonSchema;
+      expect(await jsonSchema("sessions_send")).toMatchObject({
+        properties: { message: { maxLength: MAX } },
+      });
+      expect(await jsonSchema("sessions_spawn")).toMatchObject({ properties: { task: { maxLength: MAX } } });
     });
   });
 

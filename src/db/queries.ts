@@ -7,6 +7,8 @@ import {
   asc,
   desc,
   eq,
+  getTableColumns,
+  getTableName,
   gt,
   gte,
   inArray,
@@ -302,20 +304,53 @@ export async function turnContextRows(
   return latest ? { compaction: rowToMessage(latest), messages } : { messages };
 }
 
-/** The newest `limit` messages of a transcript, oldest first; optionally without tool results. */
-export async function recentMessages(
+const messageColumns = Object.entries(getTableColumns(schema.messages));
+
+/** A row read with raw SQL (database column names, driver values) as drizzle would have mapped it. */
+function messageRowFromDriver(raw: Record<string, unknown>): MessageRow {
+  const row: Record<string, unknown> = {};
+  for (const [field, column] of messageColumns) {
+    const value = raw[column.name];
+    row[field] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
+  }
+  return row as MessageRow;
+}
+
+/**
+ * The newest `limit` messages of each of several transcripts (each list oldest first),
+ * optionally without tool results, in one statement whatever the number of transcripts (their
+ * ids are one JSON parameter). Per transcript, a backward scan of the primary key finds the seq
+ * of its `limit`-th newest message and a range scan from there reads the messages, so the rows
+ * read stay bounded by transcripts × limit however long the transcripts are (a window function
+ * over `session_id IN (…)` would read every message of them).
+ */
+export async function recentMessagesOf(
   env: Env,
-  sessionId: string,
+  sessionIds: string[],
   limit: number,
   opts: { excludeToolResults?: boolean } = {},
-): Promise<TranscriptMessage[]> {
+): Promise<Map<string, TranscriptMessage[]>> {
+  const ids = [...new Set(sessionIds)];
+  const out = new Map<string, TranscriptMessage[]>(ids.map((id) => [id, []]));
+  if (ids.length === 0 || limit <= 0) return out;
   const m = schema.messages;
-  const where = and(
-    eq(m.sessionId, sessionId),
-    opts.excludeToolResults ? ne(m.role, "toolResult") : undefined,
-  );
-  const rows = await database(env).select().from(m).where(where).orderBy(desc(m.seq)).limit(limit).all();
-  return rows.reverse().map(rowToMessage);
+  const [table, sessionId, seq, role] = [getTableName(m), m.sessionId.name, m.seq.name, m.role.name];
+  const notTools = (alias: string) =>
+    opts.excludeToolResults ? ` AND ${alias}."${role}" <> 'toolResult'` : "";
+  const sql =
+    `SELECT m.* FROM json_each(?2) AS ids JOIN "${table}" AS m ON m."${sessionId}" = ids.value` +
+    ` AND m."${seq}" >= COALESCE((SELECT x."${seq}" FROM "${table}" AS x WHERE x."${sessionId}" = ids.value${notTools("x")}` +
+    ` ORDER BY x."${seq}" DESC LIMIT 1 OFFSET ?1), 0)` +
+    (opts.excludeToolResults ? ` WHERE m."${role}" <> 'toolResult'` : "");
+  const { results } = await env.DB.prepare(sql)
+    .bind(limit - 1, JSON.stringify(ids))
+    .all<Record<string, unknown>>();
+  for (const raw of results) {
+    const row = messageRowFromDriver(raw);
+    out.get(row.sessionId)?.push(rowToMessage(row));
+  }
+  for (const list of out.values()) list.sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
+  return out;
 }
 
 export interface HistoryPage {

@@ -31,8 +31,12 @@ async function enqueueOperatorRun(
   opts: { deliver: boolean; idempotencyKey?: string; timeoutSeconds?: number; existing?: SessionRow },
 ) {
   const { env, config } = ctx;
-  if (opts.idempotencyKey) {
-    const prior = await getRunByIdempotencyKey(env, opts.idempotencyKey);
+  // Keys are scoped to the caller (SPEC §5): the operator RPC is one caller, stored as
+  // `rpc:<key>` next to the hooks' `hook:<key>` and `wake:<key>`, so no other surface's key
+  // can name an operator run, nor an operator key another surface's run.
+  const scopedKey = opts.idempotencyKey ? `rpc:${opts.idempotencyKey}` : undefined;
+  if (scopedKey) {
+    const prior = await getRunByIdempotencyKey(env, scopedKey);
     if (prior)
       return {
         runId: prior.runId,
@@ -56,7 +60,7 @@ async function enqueueOperatorRun(
     );
     if (verdict === "deny") throw new ApiError("FORBIDDEN", "send blocked by session policy");
   }
-  const runId = opts.idempotencyKey ? await stableUuid(`rpc:${opts.idempotencyKey}`) : crypto.randomUUID();
+  const runId = scopedKey ? await stableUuid(scopedKey) : crypto.randomUUID();
   const init = entry ? entryInitOf(entry) : initFromKey(key, config);
   const req: EnqueueRequest = {
     sessionKey: key,
@@ -70,7 +74,7 @@ async function enqueueOperatorRun(
     userInteraction: true,
     hasThread: !!entry?.lastThreadId,
   };
-  if (opts.idempotencyKey) req.idempotencyKey = opts.idempotencyKey;
+  if (scopedKey) req.idempotencyKey = scopedKey;
   if (opts.timeoutSeconds) req.timeoutSeconds = opts.timeoutSeconds;
   const result = await actorFor(env, key).enqueue(req);
   if (!result.ok) throw actorError(result);

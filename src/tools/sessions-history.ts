@@ -1,12 +1,14 @@
 /**
  * `sessions_history` (SPEC §6): one page of a visible session's transcript, oldest first, bounded
  * for model context: secrets redacted, text cut at 4000 characters, the whole result at 80 KB
- * (oldest messages dropped first). The bounding is the pure `boundHistory`.
+ * (oldest messages dropped first). The bounding is the pure `boundHistory`; `boundMessageLists`
+ * bounds the messages of a `sessions_list` page the same way.
  */
 import { z } from "zod";
 import { historyPage } from "../db/queries";
 import type { ContentPart, TranscriptMessage } from "../transcript/message";
 import { clampInt } from "../views/session-page";
+import { redactSecrets } from "./redaction";
 import { findVisibleSession } from "./resolve-session";
 import { defineTool } from "./types";
 
@@ -14,30 +16,6 @@ export const MAX_TEXT_CHARS = 4000;
 export const MAX_HISTORY_BYTES = 80 * 1024;
 /** Room kept for the result's other fields, so the whole JSON result stays within MAX_HISTORY_BYTES. */
 const ENVELOPE_BYTES = 1024;
-
-const REDACTED = "[REDACTED]";
-
-/** Credentials that must never reach another model's context. Order matters: the most specific first. */
-const SECRET_PATTERNS: Array<[RegExp, string]> = [
-  // PEM private keys, also when the END line was cut off.
-  [
-    /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
-    "[REDACTED PRIVATE KEY]",
-  ],
-  [/\bBearer\s+[A-Za-z0-9\-._~+/]{8,}=*/gi, `Bearer ${REDACTED}`],
-  [/\bsk-ant-[A-Za-z0-9_-]{8,}/g, REDACTED],
-  [/\bsk-[A-Za-z0-9_-]{16,}/g, REDACTED],
-  [/\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g, REDACTED],
-  [/\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}/g, REDACTED],
-  [/\bgithub_pat_[A-Za-z0-9_]{20,}/g, REDACTED],
-  [/\bxox[abprs]-[A-Za-z0-9-]{10,}/g, REDACTED],
-];
-
-export function redactSecrets(text: string): { text: string; redacted: boolean } {
-  let out = text;
-  for (const [re, replacement] of SECRET_PATTERNS) out = out.replace(re, replacement);
-  return { text: out, redacted: out !== text };
-}
 
 interface Flags {
   redacted: boolean;
@@ -71,12 +49,6 @@ function boundPart(part: ContentPart, maxChars: number, flags: Flags): ContentPa
 
 function boundMessage(m: TranscriptMessage, maxChars: number, flags: Flags): TranscriptMessage {
   return { ...m, content: m.content.map((p) => boundPart(p, maxChars, flags)) };
-}
-
-/** Redaction and the per-text cut only (sessions_list rows with `messageLimit`). */
-export function sanitizeMessages(messages: TranscriptMessage[]): TranscriptMessage[] {
-  const flags: Flags = { redacted: false, truncated: false };
-  return messages.map((m) => boundMessage(m, MAX_TEXT_CHARS, flags));
 }
 
 export interface BoundedHistory {
@@ -118,6 +90,61 @@ export function boundHistory(
     messages: bounded.slice(dropped),
     truncated: dropped > 0,
     droppedMessages: dropped,
+    contentTruncated: flags.truncated,
+    contentRedacted: flags.redacted,
+    bytes,
+  };
+}
+
+export interface BoundedLists {
+  /** One list per input list, each the newest of its messages, oldest first. */
+  lists: TranscriptMessage[][];
+  /** Whether older messages of some list were dropped to fit `maxBytes`. */
+  truncated: boolean;
+  droppedMessages: number;
+  contentTruncated: boolean;
+  contentRedacted: boolean;
+  /** UTF-8 size of the serialized lists, together. */
+  bytes: number;
+}
+
+/**
+ * Bounds several lists of messages (each oldest first, e.g. the rows of a `sessions_list` page)
+ * to `maxBytes` together: each message redacted and cut like `boundHistory`'s, then the oldest
+ * message of the list holding the most bytes is dropped until the lists fit. Small lists keep
+ * everything, large ones share what is left about equally, and every list keeps its newest.
+ */
+export function boundMessageLists(
+  lists: TranscriptMessage[][],
+  opts: { maxChars?: number; maxBytes: number },
+): BoundedLists {
+  const maxChars = opts.maxChars ?? MAX_TEXT_CHARS;
+  const flags: Flags = { redacted: false, truncated: false };
+  const bounded = lists.map((list) => list.map((m) => boundMessage(m, maxChars, flags)));
+  const sizes = bounded.map((list) => list.map((m) => encoder.encode(JSON.stringify(m)).length));
+  // "[" + "]" + one "," between messages, per list.
+  const listBytes = sizes.map((s) => 2 + s.reduce((sum, n) => sum + n, 0) + Math.max(0, s.length - 1));
+  const dropped = lists.map(() => 0);
+  let bytes = listBytes.reduce((sum, n) => sum + n, 0);
+  while (bytes > opts.maxBytes) {
+    let largest = -1;
+    for (let i = 0; i < bounded.length; i++) {
+      const kept = (bounded[i]?.length ?? 0) - (dropped[i] ?? 0);
+      if (kept > 0 && (largest < 0 || (listBytes[i] ?? 0) > (listBytes[largest] ?? 0))) largest = i;
+    }
+    if (largest < 0) break;
+    const d = dropped[largest] ?? 0;
+    const kept = (bounded[largest]?.length ?? 0) - d;
+    const freed = (sizes[largest]?.[d] ?? 0) + (kept > 1 ? 1 : 0);
+    listBytes[largest] = (listBytes[largest] ?? 0) - freed;
+    bytes -= freed;
+    dropped[largest] = d + 1;
+  }
+  const droppedMessages = dropped.reduce((sum, n) => sum + n, 0);
+  return {
+    lists: bounded.map((list, i) => list.slice(dropped[i])),
+    truncated: droppedMessages > 0,
+    droppedMessages,
     contentTruncated: flags.truncated,
     contentRedacted: flags.redacted,
     bytes,

@@ -1,13 +1,16 @@
 /**
  * `sessions_list` (SPEC §6): the sessions this session may see, newest first, keyset-paged.
- * The page itself (scopes merged, rows shaped) is `listSessionPage`, shared with the RPC.
+ * The page itself (scopes merged, rows shaped) is `listSessionPage`, shared with the RPC. With
+ * `messageLimit`, the rows' messages are bounded for model context like `sessions_history`'s:
+ * secrets redacted, texts cut, and the whole answer kept within 80 KB by dropping the oldest
+ * messages of the fullest rows first (rows are never dropped).
  */
 import { z } from "zod";
 import { visibilityScopes } from "../policy/visibility";
 import { decodeCursor } from "../views/session";
 import { listSessionPage, pageQuery, SESSION_KINDS } from "../views/session-page";
 import { displayKeyFor } from "./resolve-session";
-import { sanitizeMessages } from "./sessions-history";
+import { boundMessageLists, MAX_HISTORY_BYTES } from "./sessions-history";
 import { defineTool, toolError } from "./types";
 
 export const sessionsListTool = defineTool({
@@ -26,7 +29,10 @@ export const sessionsListTool = defineTool({
       .number()
       .min(0)
       .optional()
-      .describe("Include each session's last N messages, tool results excluded (0-20, default 0)."),
+      .describe(
+        "Include each session's last N messages, tool results excluded (0-20, default 0). The page stays within 80 KB: " +
+          "when messages do not fit, the oldest are left out (`truncated`); read more with sessions_history.",
+      ),
     agentId: z.string().trim().min(1).optional().describe("Only sessions of this agent."),
     label: z.string().trim().min(1).optional().describe("Only the session with this label."),
     archived: z
@@ -43,17 +49,49 @@ export const sessionsListTool = defineTool({
         "`cursor` is not a cursor returned by sessions_list; omit it to start from the newest",
       );
     }
-    return listSessionPage(
-      env,
-      visibilityScopes(caller, config),
+    const query = pageQuery(
+      args,
+      cursor,
       // Under scope "global" the shared `global` key is every agent's main session, shown as
       // `main`; otherwise it is a reserved key and never listed (SPEC §2, §17).
-      pageQuery(args, cursor, config.session.scope === "global" ? ["unknown"] : ["global", "unknown"]),
-      {
-        displayKey: (row) => displayKeyFor(row.key, ctx),
-        spawnedBy: (key) => displayKeyFor(key, ctx),
-        messages: sanitizeMessages,
-      },
+      config.session.scope === "global" ? ["unknown"] : ["global", "unknown"],
     );
+    const page = await listSessionPage(env, visibilityScopes(caller, config), query, {
+      displayKey: (row) => displayKeyFor(row.key, ctx),
+      spawnedBy: (key) => displayKeyFor(key, ctx),
+    });
+    return query.messageLimit > 0 ? withBoundedMessages(page) : page;
   },
 });
+
+/** Room kept for the flags added to the answer. */
+const FLAGS_BYTES = 256;
+const encoder = new TextEncoder();
+
+type Page = Awaited<ReturnType<typeof listSessionPage>>;
+
+/**
+ * The page with its rows' messages bounded: the messages get the room the rows leave within
+ * MAX_HISTORY_BYTES (none when the rows alone fill it), and the answer says what was cut.
+ */
+function withBoundedMessages(page: Page) {
+  const skeleton = { ...page, sessions: page.sessions.map((row) => ({ ...row, messages: [] })) };
+  // The skeleton already holds each row's "[]", which the bounded lists count again.
+  const room =
+    MAX_HISTORY_BYTES -
+    FLAGS_BYTES -
+    encoder.encode(JSON.stringify(skeleton)).length +
+    2 * page.sessions.length;
+  const bounded = boundMessageLists(
+    page.sessions.map((row) => row.messages ?? []),
+    { maxBytes: Math.max(0, room) },
+  );
+  return {
+    ...page,
+    sessions: page.sessions.map((row, i) => ({ ...row, messages: bounded.lists[i] ?? [] })),
+    truncated: bounded.truncated,
+    droppedMessages: bounded.droppedMessages,
+    contentTruncated: bounded.contentTruncated,
+    contentRedacted: bounded.contentRedacted,
+  };
+}

@@ -11,9 +11,16 @@ import { normalizeAgentId, toToolKey } from "../keys/session-key";
 import { entryInitOf } from "../runs/entry-init";
 import type { EnqueueRequest, WaitResult } from "../runs/types";
 import { callerEntryInit, findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
-import { defineTool, toolError } from "./types";
+import { callSeed, defineTool, toolError } from "./types";
 
 const MAX_WAIT_SECONDS = 600;
+/**
+ * The longest message, in characters: it becomes one transcript message in the target, and
+ * stays well inside the transcript's per-message text bound (64 KB) for ordinary text.
+ */
+export const MAX_MESSAGE_CHARS = 32_000;
+
+const got = (input: unknown) => (typeof input === "string" ? ` (got ${input.length})` : "");
 
 export const sessionsSendTool = defineTool({
   name: "sessions_send",
@@ -30,7 +37,15 @@ export const sessionsSendTool = defineTool({
         .min(1)
         .optional()
         .describe("Agent of the labelled session (default: yours)."),
-      message: z.string().trim().min(1).describe("The message to send."),
+      message: z
+        .string()
+        .trim()
+        .min(1, { error: "must not be empty" })
+        .max(MAX_MESSAGE_CHARS, {
+          error: (iss) =>
+            `must be at most ${MAX_MESSAGE_CHARS} characters${got(iss.input)}; send a shorter message, or several`,
+        })
+        .describe(`The message to send (1-${MAX_MESSAGE_CHARS} characters).`),
       timeoutSeconds: z
         .number()
         .min(0)
@@ -61,7 +76,7 @@ export const sessionsSendTool = defineTool({
         `this message would be hop ${hop} of an agent-to-agent chain, over session.agentToAgent.maxHops (${maxHops}); answer without messaging another session`,
       );
     }
-    const seed = `${caller.runId ?? "http"}:${ctx.toolCallId}`;
+    const seed = callSeed(ctx);
     const flowId = caller.flow?.flowId ?? (await stableUuid(`flow:${seed}`));
     const runId = await stableUuid(`send:${seed}`);
     const self = row.key === caller.sessionKey;

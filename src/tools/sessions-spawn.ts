@@ -12,7 +12,15 @@ import { getSessionByLabel, listSessions } from "../db/queries";
 import { isSubagentKey, normalizeAgentId, subagentSessionKey } from "../keys/session-key";
 import type { EnqueueRequest } from "../runs/types";
 import { callerEntryInit } from "./resolve-session";
-import { defineTool, forbidden, toolError } from "./types";
+import { callSeed, defineTool, forbidden, toolError } from "./types";
+
+/**
+ * The longest task, in characters: it becomes the child's first transcript message, and stays
+ * well inside the transcript's per-message text bound (64 KB) for ordinary text.
+ */
+export const MAX_TASK_CHARS = 32_000;
+
+const got = (input: unknown) => (typeof input === "string" ? ` (got ${input.length})` : "");
 
 /** The agent ids `requester` may spawn (own agent first); `allowAny` for `["*"]`. */
 export function spawnableAgents(requester: string, config: Config): { allowAny: boolean; ids: string[] } {
@@ -32,7 +40,15 @@ export const sessionsSpawnTool = defineTool({
     "Delegate a task to an isolated sub-agent session. Returns immediately with the child's session key; " +
     "when the sub-agent finishes, its result is announced to this session. Use agents_list to see which agentId values you may use.",
   schema: z.strictObject({
-    task: z.string().trim().min(1).describe("What the sub-agent should do; it sees only this."),
+    task: z
+      .string()
+      .trim()
+      .min(1, { error: "must not be empty" })
+      .max(MAX_TASK_CHARS, {
+        error: (iss) =>
+          `must be at most ${MAX_TASK_CHARS} characters${got(iss.input)}; describe the task more briefly`,
+      })
+      .describe(`What the sub-agent should do (1-${MAX_TASK_CHARS} characters); it sees only this.`),
     label: z.string().trim().min(1).max(128).optional().describe("A label for the child session."),
     agentId: z.string().trim().min(1).optional().describe("Agent to run the task (default: yours)."),
     model: z.string().trim().min(1).optional().describe("Model for the sub-agent (provider/model or alias)."),
@@ -81,7 +97,7 @@ export const sessionsSpawnTool = defineTool({
       );
     }
 
-    const seed = `${caller.runId ?? "http"}:${ctx.toolCallId}`;
+    const seed = callSeed(ctx);
     const childKey = subagentSessionKey(agentId, await stableUuid(`spawn:${seed}`));
     const runId = await stableUuid(`spawn-run:${seed}`);
     const req: EnqueueRequest = {

@@ -42,7 +42,10 @@ export interface SessionPort {
 export interface ToolContext {
   caller: CallerContext;
   sessions: SessionPort;
-  /** The model's tool call id (or an HTTP idempotency key): stable across a resumed run. */
+  /**
+   * The model's tool call id (or `http:<idempotencyKey>` over /tools/invoke): stable across a
+   * resumed run, but unique only within its caller; ids derived from it go through `callSeed`.
+   */
   toolCallId: string;
   config: Config;
   env: Env;
@@ -51,6 +54,17 @@ export interface ToolContext {
    * (set inside runs; sessions_send uses it to detect two sessions waiting on each other).
    */
   onWait?: (targetKey: string) => () => void;
+}
+
+/**
+ * A seed unique to one tool call across every caller, for the ids derived from it (run ids,
+ * child session keys), so that a repeated call maps to the same ids and two callers never do.
+ * Inside a run: the run id and the model's call id (models repeat call ids across runs, run ids
+ * are unique). Over /tools/invoke: the acting session and the HTTP idempotency key — two sessions
+ * that happen to use the same key get two runs, the same session with the same key one (SPEC §5).
+ */
+export function callSeed(ctx: Pick<ToolContext, "caller" | "toolCallId">): string {
+  return `${ctx.caller.runId ?? `http:${ctx.caller.sessionKey}`}:${ctx.toolCallId}`;
 }
 
 export interface AgentTool<S extends z.ZodType = z.ZodType> {

@@ -1,10 +1,11 @@
 /**
  * One page of the session index for a listing (SPEC §6 `sessions_list`, §17 `sessions.list`):
  * the union of index-bound scopes with the same filters and keyset cursor, merged newest
- * `updatedAt` first, each row shaped by `listRow`. The operator RPC lists one unrestricted scope
- * with canonical keys; the tool lists the caller's visibility scopes with the `main` alias.
+ * `updatedAt` first, each row shaped by `listRow` (with `messageLimit`, the rows' newest messages,
+ * read for the whole page with one query). The operator RPC lists one unrestricted scope with
+ * canonical keys; the tool lists the caller's visibility scopes with the `main` alias.
  */
-import { listSessions, recentMessages, type SessionListFilter, type SessionRow } from "../db/queries";
+import { listSessions, recentMessagesOf, type SessionListFilter, type SessionRow } from "../db/queries";
 import { normalizeAgentId } from "../keys/session-key";
 import type { VisibilityScope } from "../policy/visibility";
 import type { TranscriptMessage } from "../transcript/message";
@@ -65,8 +66,6 @@ export function pageQuery(
 export interface SessionPageOptions {
   /** The key a row is shown with. */
   displayKey(row: SessionRow): string;
-  /** Rewrites each row's recent messages (e.g. redaction for model context). */
-  messages?(messages: TranscriptMessage[]): TranscriptMessage[];
   /** Extra fields rewritten on the row view (e.g. `spawnedBy` in display form). */
   spawnedBy?(key: string): string;
 }
@@ -112,18 +111,21 @@ export async function listSessionPage(
           .sort(newestFirst)
           .slice(0, q.limit + 1);
   const page = rows.slice(0, q.limit);
-  const sessions = await Promise.all(
-    page.map(async (row) => {
-      let msgs: TranscriptMessage[] | undefined;
-      if (q.messageLimit > 0) {
-        msgs = await recentMessages(env, row.sessionId, q.messageLimit, { excludeToolResults: true });
-        if (opts.messages) msgs = opts.messages(msgs);
-      }
-      const view = listRow(row, opts.displayKey(row), now, msgs);
-      if (opts.spawnedBy && view.spawnedBy) view.spawnedBy = opts.spawnedBy(view.spawnedBy);
-      return view;
-    }),
-  );
+  // Every row's messages in one round trip, not one query per row (up to 200 of them).
+  const messages: Map<string, TranscriptMessage[]> | undefined =
+    q.messageLimit > 0
+      ? await recentMessagesOf(
+          env,
+          page.map((row) => row.sessionId),
+          q.messageLimit,
+          { excludeToolResults: true },
+        )
+      : undefined;
+  const sessions = page.map((row) => {
+    const view = listRow(row, opts.displayKey(row), now, messages && (messages.get(row.sessionId) ?? []));
+    if (opts.spawnedBy && view.spawnedBy) view.spawnedBy = opts.spawnedBy(view.spawnedBy);
+    return view;
+  });
   const last = page[page.length - 1];
   return {
     count: sessions.length,

@@ -123,6 +123,17 @@ describe("POST /hooks/agent", () => {
     expect((await getRun(env, first.body.runId!))?.idempotencyKey).toBe("hook:mail-77");
   });
 
+  it("keeps operator RPC keys apart from hook keys, whatever the RPC key looks like", async () => {
+    const viaHook = await hook("agent", { message: "once", idempotencyKey: "mail-91" });
+    // An RPC caller whose key happens to spell this surface's stored key gets its own run.
+    const viaRpc = await rpc<{ runId: string }>("agent", { message: "once", idempotencyKey: "hook:mail-91" });
+    expect(viaRpc.status).toBe(200);
+    expect(viaRpc.payload.runId).not.toBe(viaHook.body.runId);
+    expect((await getRun(env, viaRpc.payload.runId))?.idempotencyKey).toBe("rpc:hook:mail-91");
+    await waitRun(viaRpc.payload.runId);
+    await waitRun(viaHook.body.runId!);
+  });
+
   describe("auth", () => {
     it("refuses a missing token, a wrong one and the operator token with 401", async () => {
       expect((await hook("agent", { message: "x" }, { token: null })).status).toBe(401);

@@ -1217,8 +1217,10 @@ describe("chat.send", () => {
       "create",
       "only once",
     ]);
+    // Stored scoped to the operator surface, like hook keys (`hook:<key>`), so no other
+    // caller's key can ever name this run.
     expect((await rpc("runs.get", { runId: a.payload.runId })).payload).toMatchObject({
-      idempotencyKey: "send-once-1",
+      idempotencyKey: "rpc:send-once-1",
       status: "ok",
     });
   });

@@ -59,14 +59,18 @@ interface HistoryResult {
 }
 
 /** POST /tools/invoke with `config` as the gateway config. */
-async function invoke<T = Record<string, unknown>>(config: ConfigInput, body: Record<string, unknown>) {
+async function invoke<T = Record<string, unknown>>(
+  config: ConfigInput,
+  body: Record<string, unknown>,
+  bindings: Partial<Env> = {},
+) {
   const res = await app.fetch(
     new Request("http://gw.test/tools/invoke", {
       method: "POST",
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
       body: JSON.stringify(body),
     }),
-    { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) },
+    { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config), ...bindings },
     createExecutionContext(),
   );
   return { status: res.status, ...((await res.json()) as Omit<Answer<T>, "status">) };
@@ -677,6 +681,84 @@ describe("sessions_list", () => {
     const capped = await list({ messageLimit: 50 });
     expect(capped?.messages).toHaveLength(20);
     expect(capped?.messages?.some((m) => m.role === "toolResult")).toBe(false);
+  });
+
+  it("bounds a page with messages at 80 KB in all: rows share the room, each keeping its newest messages", async () => {
+    const rows = 30;
+    const perRow = 20;
+    const { a, seeded, config } = await agentWith(rows);
+    for (const row of seeded) {
+      await seedMessages(
+        row.sessionId,
+        Array.from({ length: perRow }, (_, i) => ({
+          id: `${row.key}:m${i}`,
+          role: "user" as const,
+          content: [{ type: "text" as const, text: `${i} ${"w".repeat(1000)}` }],
+          timestamp: T0 + i,
+        })),
+      );
+    }
+    const res = await invoke<
+      ListResult & {
+        truncated: boolean;
+        droppedMessages: number;
+        contentTruncated: boolean;
+        contentRedacted: boolean;
+      }
+    >(config, { tool: "sessions_list", agentId: a, args: { limit: rows, messageLimit: perRow } });
+    expect(res.status).toBe(200);
+    expect(new TextEncoder().encode(JSON.stringify(res.result)).length).toBeLessThanOrEqual(80 * 1024);
+    expect(res.result.count).toBe(rows);
+    const kept = res.result.sessions.map((s) => s.messages ?? []);
+    // Each row keeps a suffix of its transcript: its newest messages, in order.
+    for (const [i, s] of res.result.sessions.entries()) {
+      const ids = (kept[i] ?? []).map((m) => m.id);
+      const all = Array.from({ length: perRow }, (_, n) => `${s.key}:m${n}`);
+      expect(ids).toEqual(all.slice(perRow - ids.length));
+    }
+    // Equal rows share the room equally, and no row is left without messages here.
+    const counts = kept.map((m) => m.length);
+    expect(Math.min(...counts)).toBeGreaterThan(0);
+    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
+    const total = counts.reduce((x, y) => x + y, 0);
+    expect(res.result).toMatchObject({
+      truncated: true,
+      droppedMessages: rows * perRow - total,
+      contentTruncated: false,
+      contentRedacted: false,
+    });
+  });
+
+  it("reads every row's messages with one D1 query, not one query per row", async () => {
+    const rows = 60;
+    const { a, seeded, config } = await agentWith(rows);
+    for (const row of seeded) {
+      await seedMessages(row.sessionId, transcriptMessages(`${row.key}:fan`, 5, { toolEvery: 3 }));
+    }
+    const reads: string[] = [];
+    const db = new Proxy(env.DB, {
+      get(target, prop) {
+        if (prop === "prepare") {
+          return (query: string) => {
+            if (/\b(from|join)\s+["`]?messages["`]?/i.test(query)) reads.push(query);
+            return target.prepare(query);
+          };
+        }
+        const value = Reflect.get(target, prop);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const res = await invoke<ListResult>(
+      config,
+      { tool: "sessions_list", agentId: a, args: { limit: rows, messageLimit: 20 } },
+      { DB: db },
+    );
+    expect(res.status).toBe(200);
+    expect(res.result.sessions).toHaveLength(rows);
+    for (const s of res.result.sessions) {
+      expect(s.messages?.map((m) => m.id)).toEqual([1, 2, 4, 5].map((n) => `${s.key}:fan-${n}`));
+    }
+    expect(reads).toHaveLength(1);
   });
 
   it("rows carry the SPEC §6 fields", async () => {

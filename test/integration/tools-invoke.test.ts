@@ -1,12 +1,13 @@
 /** POST /tools/invoke (SPEC §13, §17): the OpenClaw-compatible tool endpoint and every answer it gives. */
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import { asSchema, tool } from "ai";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { ConfigInput } from "../../src/config/schema";
 import { app } from "../../src/http/app";
 import { findTool } from "../../src/tools/registry";
 import { seedSessions, sessionRow } from "./rpc-support";
-import { TOKEN } from "./support";
+import { rpc, TOKEN, waitRun } from "./support";
 
 interface Answer {
   status: number;
@@ -294,6 +295,121 @@ describe("POST /tools/invoke", () => {
     const fresh = spy.mock.calls.slice(2).map(([, ctx]) => ctx.toolCallId);
     expect(fresh[0]).toMatch(/^[0-9a-f-]{36}$/);
     expect(fresh[0]).not.toBe(fresh[1]);
+  });
+
+  describe("idempotency keys are scoped to the acting session (SPEC §5)", () => {
+    async function world() {
+      const a = agentId();
+      const target = `agent:${a}:target`;
+      await seedSessions([sessionRow({ key: target, agentId: a })]);
+      const config = {
+        agents: { list: [{ id: a }] },
+        tools: { sessions: { visibility: "agent" as const } },
+        gateway: { tools: { allow: ["sessions_send", "sessions_spawn"] } },
+      };
+      const as = (sessionKey: string, tool: string, args: Record<string, unknown>, idempotencyKey: string) =>
+        post(config, { tool, agentId: a, sessionKey, args, idempotencyKey });
+      return { a, target, as };
+    }
+
+    it("sessions_send: the same key from two sessions is two runs; from one session, one run", async () => {
+      const { a, target, as } = await world();
+      const send = (from: string) =>
+        as(from, "sessions_send", { sessionKey: target, message: "ping", timeoutSeconds: 0 }, "same-key");
+      const first = await send(`agent:${a}:main`);
+      const other = await send(`agent:${a}:dm:bob`);
+      const again = await send(`agent:${a}:main`);
+      expect([first.status, other.status, again.status]).toEqual([200, 200, 200]);
+      expect(other.body.result?.runId).not.toBe(first.body.result?.runId);
+      expect(again.body.result?.runId).toBe(first.body.result?.runId);
+      for (const res of [first, other]) {
+        expect(await waitRun(res.body.result?.runId as string)).toMatchObject({ status: "ok" });
+      }
+      // The operator RPC with the same key is a third caller: a run of its own.
+      const viaRpc = await rpc<{ runId: string }>("chat.send", {
+        sessionKey: target,
+        message: "ping",
+        idempotencyKey: "same-key",
+      });
+      expect([first.body.result?.runId, other.body.result?.runId]).not.toContain(viaRpc.payload.runId);
+      await waitRun(viaRpc.payload.runId);
+    });
+
+    it("sessions_spawn: the same key from two sessions is two children; from one session, one child", async () => {
+      const { a, as } = await world();
+      const spawn = (from: string) => as(from, "sessions_spawn", { task: "noop" }, "spawn-key");
+      const first = await spawn(`agent:${a}:main`);
+      const other = await spawn(`agent:${a}:dm:bob`);
+      const again = await spawn(`agent:${a}:main`);
+      expect([first.status, other.status, again.status]).toEqual([200, 200, 200]);
+      expect(other.body.result?.childSessionKey).not.toBe(first.body.result?.childSessionKey);
+      expect(other.body.result?.runId).not.toBe(first.body.result?.runId);
+      expect(again.body.result).toEqual(first.body.result);
+      for (const res of [first, other]) {
+        expect(await waitRun(res.body.result?.runId as string)).toMatchObject({ status: "ok" });
+      }
+    });
+  });
+
+  describe("sessions_send messages and sessions_spawn tasks have a maximum length", () => {
+    const MAX = 32_000;
+    async function world() {
+      const a = agentId();
+      const target = `agent:${a}:target`;
+      await seedSessions([sessionRow({ key: target, agentId: a })]);
+      const config = {
+        agents: { list: [{ id: a }] },
+        tools: { sessions: { visibility: "agent" as const } },
+        gateway: { tools: { allow: ["sessions_send", "sessions_spawn"] } },
+      };
+      return {
+        a,
+        target,
+        call: (tool: string, args: Record<string, unknown>) => post(config, { tool, agentId: a, args }),
+      };
+    }
+
+    it(`refuses a message or task over ${MAX} characters, naming the field and the limit`, async () => {
+      const { target, call } = await world();
+      expectError(
+        await call("sessions_send", { sessionKey: target, message: "m".repeat(MAX + 1), timeoutSeconds: 0 }),
+        400,
+        "invalid_request",
+        `args: \`message\`: must be at most ${MAX} characters (got ${MAX + 1}); send a shorter message, or several`,
+      );
+      expectError(
+        await call("sessions_spawn", { task: "t".repeat(MAX + 1) }),
+        400,
+        "invalid_request",
+        `args: \`task\`: must be at most ${MAX} characters (got ${MAX + 1}); describe the task more briefly`,
+      );
+    });
+
+    it(`accepts exactly ${MAX} characters`, async () => {
+      const { target, call } = await world();
+      const sent = await call("sessions_send", {
+        sessionKey: target,
+        message: "m".repeat(MAX),
+        timeoutSeconds: 0,
+      });
+      expect(sent.status).toBe(200);
+      const spawned = await call("sessions_spawn", { task: "t".repeat(MAX) });
+      expect(spawned.status).toBe(200);
+      for (const res of [sent, spawned]) {
+        expect(await waitRun(res.body.result?.runId as string)).toMatchObject({ status: "ok" });
+      }
+    });
+
+    it("tells the model the limit in the JSON schema", async () => {
+      // The schema the model is given, as the agent loop converts it.
+      const jsonSchema = (name: string) =>
+        asSchema(tool({ description: "", inputSchema: registered(name).schema as never }).inputSchema)
+          .jsonSchema;
+      expect(await jsonSchema("sessions_send")).toMatchObject({
+        properties: { message: { maxLength: MAX } },
+      });
+      expect(await jsonSchema("sessions_spawn")).toMatchObject({ properties: { task: { maxLength: MAX } } });
+    });
   });
 
   it("answers a tool that throws with 500 internal, without the stack", async () => {

@@ -1,10 +1,9 @@
 import { describe, expect, it } from "vitest";
 import {
   boundHistory,
+  boundMessageLists,
   MAX_HISTORY_BYTES,
   MAX_TEXT_CHARS,
-  redactSecrets,
-  sanitizeMessages,
 } from "../../src/tools/sessions-history";
 import type { TranscriptMessage } from "../../src/transcript/message";
 
@@ -20,53 +19,6 @@ function firstPart(message: TranscriptMessage | undefined): { text?: string; arg
 }
 
 const bytesOf = (value: unknown) => new TextEncoder().encode(JSON.stringify(value)).length;
-
-describe("redactSecrets", () => {
-  const cases: Array<[string, string]> = [
-    ["OpenAI key", "key is sk-proj-abcdefghijklmnopqrstuvwx1234 ok"],
-    ["legacy OpenAI key", "sk-abcdefghijklmnopqrstuvwxyz012345"],
-    ["Anthropic key", "use sk-ant-api03-AbCdEf0123456789_-xyz please"],
-    ["AWS access key id", "AKIAIOSFODNN7EXAMPLE"],
-    ["GitHub token", "token ghp_abcdefghijklmnopqrstuvwxyz0123456789"],
-    ["GitHub fine-grained token", "github_pat_11ABCDEFG0123456789_abcdefghijklmnop"],
-    ["Slack bot token", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOp"],
-    ["Slack user token", "xoxp-123456789012-abcdef"],
-    ["bearer token", "Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig"],
-  ];
-  for (const [name, input] of cases) {
-    it(`redacts a ${name}`, () => {
-      const out = redactSecrets(input);
-      expect(out.redacted).toBe(true);
-      expect(out.text).toContain("[REDACTED]");
-      const secret = input.match(/(sk-\S+|AKIA\S+|ghp_\S+|github_pat_\S+|xox\S+|eyJ\S+)/)?.[1] ?? "";
-      expect(secret).not.toBe("");
-      expect(out.text).not.toContain(secret);
-    });
-  }
-
-  it("keeps the word Bearer and redacts only the token", () => {
-    expect(redactSecrets("Authorization: Bearer abcdefgh12345678").text).toBe(
-      "Authorization: Bearer [REDACTED]",
-    );
-  });
-
-  it("redacts a whole PEM private key block, also one cut off before its END line", () => {
-    const pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\nabc\n-----END RSA PRIVATE KEY-----";
-    expect(redactSecrets(`before\n${pem}\nafter`)).toEqual({
-      text: "before\n[REDACTED PRIVATE KEY]\nafter",
-      redacted: true,
-    });
-    expect(redactSecrets("x -----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkq")).toEqual({
-      text: "x [REDACTED PRIVATE KEY]",
-      redacted: true,
-    });
-  });
-
-  it("leaves ordinary text alone", () => {
-    const plain = "ask-me about task-force sk-8 and a bearer of news; AKIA is not a key";
-    expect(redactSecrets(plain)).toEqual({ text: plain, redacted: false });
-  });
-});
 
 describe("boundHistory", () => {
   it("returns small pages unchanged, with every flag false", () => {
@@ -174,15 +126,55 @@ describe("boundHistory", () => {
   });
 });
 
-describe("sanitizeMessages", () => {
-  it("redacts and cuts, but never drops messages", () => {
-    const messages = Array.from({ length: 40 }, (_, i) =>
-      text(`s${i}`, `Bearer abcdefgh1234 ${"q".repeat(5000)}`, i),
-    );
-    const out = sanitizeMessages(messages);
-    expect(out).toHaveLength(40);
-    const first = firstPart(out[0]).text ?? "";
+describe("boundMessageLists", () => {
+  const rowOf = (row: string, count: number, chars: number) =>
+    Array.from({ length: count }, (_, i) => text(`${row}${i}`, "r".repeat(chars), i + 1));
+
+  it("returns lists that fit unchanged, with every flag false", () => {
+    const lists = [rowOf("a", 3, 10), [], rowOf("b", 1, 10)];
+    expect(boundMessageLists(lists, { maxBytes: 10_000 })).toEqual({
+      lists,
+      truncated: false,
+      droppedMessages: 0,
+      contentTruncated: false,
+      contentRedacted: false,
+      bytes: lists.reduce((sum, l) => sum + bytesOf(l), 0),
+    });
+  });
+
+  it("drops the oldest messages of the fullest lists first: small lists keep all, large ones share the rest", () => {
+    const small = rowOf("s", 2, 10);
+    const lists = [rowOf("a", 20, 500), small, rowOf("b", 20, 500), rowOf("c", 20, 500)];
+    const maxBytes = 12_000;
+    const out = boundMessageLists(lists, { maxBytes });
+    expect(out.bytes).toBe(out.lists.reduce((sum, l) => sum + bytesOf(l), 0));
+    expect(out.bytes).toBeLessThanOrEqual(maxBytes);
+    expect(out.lists[1]).toEqual(small);
+    const counts = [0, 2, 3].map((i) => out.lists[i]?.length ?? 0);
+    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
+    // Each list keeps its newest messages, in order.
+    for (const i of [0, 2, 3]) {
+      const kept = out.lists[i] ?? [];
+      expect(kept).toEqual((lists[i] ?? []).slice(20 - kept.length));
+    }
+    expect(out.droppedMessages).toBe(62 - out.lists.reduce((sum, l) => sum + l.length, 0));
+    expect(out.truncated).toBe(true);
+    // One message more would not have fitted.
+    expect(out.bytes + bytesOf(lists[0]?.[0]) + 1).toBeGreaterThan(maxBytes);
+  });
+
+  it("redacts and cuts every message", () => {
+    const lists = [[text("k", `Bearer abcdefgh1234 ${"q".repeat(5000)}`)]];
+    const out = boundMessageLists(lists, { maxBytes: 100_000 });
+    const first = firstPart(out.lists[0]?.[0]).text ?? "";
     expect(first.startsWith("Bearer [REDACTED] ")).toBe(true);
     expect(first).toMatch(/…\[truncated: \d+ more characters\]$/);
+    expect(out).toMatchObject({ contentRedacted: true, contentTruncated: true, truncated: false });
+  });
+
+  it("leaves every list empty when there is no room at all", () => {
+    const out = boundMessageLists([rowOf("a", 3, 10), rowOf("b", 2, 10)], { maxBytes: 0 });
+    expect(out.lists).toEqual([[], []]);
+    expect(out.droppedMessages).toBe(5);
   });
 });

@@ -17,7 +17,7 @@ import {
   scriptedWorld,
 } from "./model-support";
 import { withActorConfig } from "./rpc-support";
-import { actor, eventually, inbound, rpc, waitRun } from "./support";
+import { actor, eventually, inbound, waitRun } from "./support";
 
 let restore: (() => void) | undefined;
 afterEach(() => {

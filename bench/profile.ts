@@ -4,9 +4,12 @@
  * function and per module. Writes the raw profile to a .cpuprofile file (open it in Chrome
  * DevTools → Performance). 127.0.0.1 only, bounded counts.
  *
- *   npm run profile -- [count=500] [new|existing|parked]
+ *   npm run profile -- [count=500] [new|existing|list|history|healthz]
  *     new       every message opens a new session (default)
  *     existing  every message goes to one of the sessions the warm-up created
+ *     list      sessions_list (limit 50) through POST /tools/invoke, after the warm-up
+ *     history   sessions_history (limit 50) of the warm-up's sessions through /tools/invoke
+ *     healthz   GET /healthz, the floor the read paths are compared with
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -39,6 +42,24 @@ interface Profile {
 function log(msg: string) {
   process.stderr.write(`[profile] ${msg}\n`);
 }
+
+const invoke = (url: string, body: unknown) =>
+  fetch(`${url}/tools/invoke`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+/** The read workloads: one request each. */
+const READS: Record<string, ((url: string, i: number) => Promise<Response>) | undefined> = {
+  list: (url) => invoke(url, { tool: "sessions_list", args: { limit: 50 } }),
+  history: (url, i) =>
+    invoke(url, {
+      tool: "sessions_history",
+      args: { sessionKey: `agent:main:telegram:dm:peer-${i % 200}`, limit: 50 },
+    }),
+  healthz: (url) => fetch(`${url}/healthz`),
+};
 
 async function inspector(port: number) {
   const targets = (await (await fetch(`http://127.0.0.1:${port}/json`)).json()) as Array<{
@@ -75,12 +96,14 @@ function summarise(profile: Profile) {
     self.set(id, (self.get(id) ?? 0) + (profile.timeDeltas[i] ?? 0));
   }
   const total = profile.endTime - profile.startTime;
+  let idle = 0;
   const fn = new Map<string, number>();
   const mod = new Map<string, number>();
   for (const [id, us] of self) {
     const n = byId.get(id);
     if (!n) continue;
     const { functionName, url, lineNumber } = n.callFrame;
+    if (functionName === "(idle)") idle += us;
     const file = url.replace(/^.*\/(node_modules\/)?/, "");
     const pkg =
       /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1] ??
@@ -99,7 +122,7 @@ function summarise(profile: Profile) {
         ([name, us]) =>
           `${(us / 1000).toFixed(1).padStart(9)} ms ${((us / total) * 100).toFixed(1).padStart(5)}%  ${name}`,
       );
-  return { total, fns: top(fn, 45), mods: top(mod, 25) };
+  return { total, idle, fns: top(fn, 45), mods: top(mod, 25) };
 }
 
 async function main() {
@@ -158,6 +181,20 @@ async function main() {
     );
     return performance.now() - t0;
   };
+  const requests = async (n: number, make: (i: number) => Promise<Response>) => {
+    let i = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      Array.from({ length: CONCURRENCY }, async () => {
+        while (i < n) {
+          const res = await make(i++);
+          await res.text();
+          if (res.status !== 200) throw new Error(`${MODE} ${res.status}`);
+        }
+      }),
+    );
+    return performance.now() - t0;
+  };
   const until = async (target: number, capMs: number) => {
     const deadline = performance.now() + capMs;
     while (delivered < target && performance.now() < deadline)
@@ -175,8 +212,11 @@ async function main() {
     await insp.call("Profiler.setSamplingInterval", { interval: 200 });
     await insp.call("Profiler.start");
     const before = delivered;
-    const ackMs = await blast(COUNT, (i) => [`m-${i}`, MODE === "existing" ? `peer-${i % 200}` : `new-${i}`]);
-    await until(before + COUNT, 120_000);
+    const reads = READS[MODE];
+    const ackMs = reads
+      ? await requests(COUNT, (i) => reads(server.url, i))
+      : await blast(COUNT, (i) => [`m-${i}`, MODE === "existing" ? `peer-${i % 200}` : `new-${i}`]);
+    if (!reads) await until(before + COUNT, 120_000);
     const { profile } = await insp.call<{ profile: Profile }>("Profiler.stop");
     insp.close();
     const dir = mkdtempSync(path.join(tmpdir(), "switchboard-profile-"));
@@ -184,10 +224,10 @@ async function main() {
     writeFileSync(file, JSON.stringify(profile));
     const s = summarise(profile);
     console.log(
-      `${COUNT} messages (${MODE}): acks ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${delivered - before} delivered; profile ${(s.total / 1000).toFixed(0)} ms`,
+      `${COUNT} ${reads ? "requests" : "messages"} (${MODE}): ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${delivered - before} delivered; profile ${(s.total / 1000).toFixed(0)} ms`,
     );
     console.log(
-      `per message: ${(s.total / 1000 / COUNT).toFixed(2)} ms of isolate time sampled (idle included)`,
+      `per ${reads ? "request" : "message"}: ${(s.total / 1000 / COUNT).toFixed(2)} ms of isolate time sampled (idle included), ${((s.total - s.idle) / 1000 / COUNT).toFixed(2)} ms busy`,
     );
     console.log("\nself time by module:");
     for (const l of s.mods) console.log(l);

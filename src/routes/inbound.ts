@@ -7,6 +7,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { SIGNATURE_HEADER, stableUuid, verifySignature } from "../auth/signature";
 import { loadConfig } from "../config/load";
+import { ownEntry } from "../config/lookup";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
 import { selectAgentId } from "../keys/agent-binding";
 import {
@@ -81,7 +82,7 @@ function messageText(m: InboundMessage): string {
 export const inbound = new Hono<{ Bindings: Env }>().post("/:channel", async (c) => {
   const config = loadConfig(c.env);
   const channel = normalizeChannel(c.req.param("channel"));
-  const connector = config.connectors[channel];
+  const connector = ownEntry(config.connectors, channel);
   if (!connector) {
     const known = Object.keys(config.connectors);
     throw new ApiError(

@@ -48,6 +48,10 @@ export function actorError(e: ActorError): ApiError {
   return new ApiError(e.code, e.message);
 }
 
+/** What a request that reached no operator surface learns of an invalid config. */
+export const INVALID_CONFIG_MESSAGE =
+  "the gateway's configuration is invalid; an operator can see why in the status RPC and the logs";
+
 export function errorBody(code: ErrorCode, message: string) {
   return { ok: false as const, error: { code, message } };
 }

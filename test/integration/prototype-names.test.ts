@@ -8,7 +8,8 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/http/app";
-import { dm, inbound, rpc, TOKEN } from "./support";
+import { rpcWithConfig, withActorConfig } from "./rpc-support";
+import { dm, inbound, rpc, TOKEN, waitRun } from "./support";
 
 const NAMES = ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf"];
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
@@ -84,6 +85,29 @@ describe("names every object inherits", () => {
       });
     });
   }
+
+  it("runs an agent whose model is an alias named toString, and fails cleanly without the alias", async () => {
+    const cases: Array<[Record<string, string>, string, "ok" | "error"]> = [
+      [{ toString: "echo/echo" }, "agent:main:alias-set", "ok"],
+      [{}, "agent:main:alias-unset", "error"],
+    ];
+    for (const [aliases, key, expected] of cases) {
+      const config = { ...TEST_CONFIG, models: { aliases }, agents: { defaults: { model: "toString" } } };
+      await withActorConfig(key, config);
+      const sent = await rpcWithConfig<{ runId: string }>(config, "agent", {
+        message: "hi",
+        sessionKey: key,
+      });
+      expect(sent.status).toBe(200);
+      const run = await waitRun(sent.payload.runId);
+      expect(run.status).toBe(expected);
+      if (expected === "error") expect(run.error).toMatch(/toString/);
+      else
+        expect((await rpc<{ reply: string }>("runs.get", { runId: sent.payload.runId })).payload.reply).toBe(
+          "echo: hi",
+        );
+    }
+  });
 
   it("still finds configured entries that carry such names", async () => {
     const main = await rpc<{ sessionKey: string }>("agent", { message: "hi" });

@@ -65,7 +65,7 @@ const answer = (await status.json().catch(() => ({}))) as {
 if (answer.payload?.config?.valid === false) {
   // The status RPC is the operator's view of an invalid config: every problem, by path.
   console.error(
-    `\n[switchboard] SWITCHBOARD_CONFIG (.dev.vars) is invalid; every request answers 500 until it is fixed:\n${(answer.payload.config.problems ?? []).map((p) => `  - ${p}`).join("\n")}\n`,
+    `\n[switchboard] SWITCHBOARD_CONFIG (.dev.vars) is invalid; requests answer 500 until it is fixed:\n${(answer.payload.config.problems ?? []).map((p) => `  - ${p}`).join("\n")}\n`,
   );
 } else if (!status.ok) {
   console.error(

@@ -58,10 +58,18 @@ const status = await fetch(`${server.url}/rpc/status`, {
   headers: { authorization: `Bearer ${token}` },
   body: "{}",
 });
-if (!status.ok) {
-  const body = (await status.json().catch(() => ({}))) as { error?: { message?: string } };
+const answer = (await status.json().catch(() => ({}))) as {
+  payload?: { config?: { valid: boolean; problems?: string[] } };
+  error?: { message?: string };
+};
+if (answer.payload?.config?.valid === false) {
+  // The status RPC is the operator's view of an invalid config: every problem, by path.
   console.error(
-    `\n[switchboard] the gateway is up but not usable: ${body.error?.message ?? status.status}\n`,
+    `\n[switchboard] SWITCHBOARD_CONFIG (.dev.vars) is invalid; requests answer 500 until it is fixed:\n${(answer.payload.config.problems ?? []).map((p) => `  - ${p}`).join("\n")}\n`,
+  );
+} else if (!status.ok) {
+  console.error(
+    `\n[switchboard] the gateway is up but not usable: ${answer.error?.message ?? status.status}\n`,
   );
 }
 

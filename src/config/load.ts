@@ -145,7 +145,8 @@ const cache = new Map<string, Config | ConfigError>();
 /**
  * The config from the environment, validated once per distinct text. The same text always
  * yields the same object, deep-frozen because every request in the isolate shares it; bad text
- * always rethrows the same `ConfigError`.
+ * always rethrows the same `ConfigError`, whose messages are logged once, when the text is
+ * first seen: the logs and the operator's `status` RPC show them, HTTP answers to others do not.
  */
 export function loadConfig(env: { SWITCHBOARD_CONFIG?: string }): Config {
   const text = env.SWITCHBOARD_CONFIG ?? "";
@@ -155,6 +156,7 @@ export function loadConfig(env: { SWITCHBOARD_CONFIG?: string }): Config {
       entry = deepFreeze(parseConfig(text));
     } catch (err) {
       if (!(err instanceof ConfigError)) throw err;
+      console.error(err.message);
       entry = err;
     }
     if (cache.size >= CACHE_LIMIT) {

@@ -12,7 +12,7 @@ import { rpc } from "../routes/rpc";
 import { toolsInvoke } from "../routes/tools-invoke";
 import { transcripts } from "../routes/transcripts";
 import { VERSION } from "../version";
-import { ApiError, errorBody } from "./errors";
+import { ApiError, errorBody, INVALID_CONFIG_MESSAGE } from "./errors";
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -25,7 +25,7 @@ const limitBody = bodyLimit({
 
 export const app = new Hono<{ Bindings: Env }>()
   .get("/healthz", (c) => {
-    // A gateway with an invalid config is not healthy: this answers 500 with the problems.
+    // A gateway with an invalid config is not healthy: this answers the generic 500.
     loadConfig(c.env);
     return c.json({ ok: true, version: VERSION });
   })
@@ -63,7 +63,9 @@ app.notFound((c) => {
 
 app.onError((error, c) => {
   if (error instanceof ApiError) return c.json(errorBody(error.code, error.message), error.status);
-  if (error instanceof ConfigError) return c.json(errorBody("INTERNAL", error.message), 500);
+  // The problems name config paths, connectors and secrets: only the operator sees them (the
+  // status RPC, the logs); a request that reached no operator surface gets the generic answer.
+  if (error instanceof ConfigError) return c.json(errorBody("INTERNAL", INVALID_CONFIG_MESSAGE), 500);
   console.error("unhandled error", error);
   return c.json(errorBody("INTERNAL", "internal error; see the gateway logs"), 500);
 });

@@ -48,6 +48,10 @@ export function actorError(e: ActorError): ApiError {
   return new ApiError(e.code, e.message);
 }
 
+/** What a request that reached no operator surface learns of an invalid config. */
+export const INVALID_CONFIG_MESSAGE =
+  "the gateway's configuration is invalid; an operator can see why in the status RPC and the logs";
+
 export function errorBody(code: ErrorCode, message: string) {
   return { ok: false as const, error: { code, message } };
 }
@@ -77,11 +81,27 @@ export function parseInput<S extends z.ZodType>(schema: S, data: unknown): z.out
   throw new ApiError("INVALID_REQUEST", result.error.issues.slice(0, 5).map(describeIssue).join("; "));
 }
 
-/** Parses a JSON request body text; malformed JSON is a 400 that says where. */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/** A decoded body holds lone surrogates only through `\uD800`-style escapes. */
+const SURROGATE_ESCAPE = /\\u[dD][89a-fA-F]/;
+
+/**
+ * Lone surrogates become U+FFFD, as UTF-8 would store them anyway: a session key, id or text
+ * then reads back from D1 (and names a Durable Object) exactly as the request used it.
+ */
+function wellFormed(_key: string, value: unknown): unknown {
+  return typeof value === "string" ? value.replace(LONE_SURROGATE, "\ufffd") : value;
+}
+
+/**
+ * Parses a JSON request body text; malformed JSON is a 400 that says where. Strings come out
+ * well-formed (lone surrogates replaced by U+FFFD).
+ */
 export function parseJsonBody(text: string): unknown {
   if (text.trim() === "") return {};
   try {
-    return JSON.parse(text);
+    return SURROGATE_ESCAPE.test(text) ? JSON.parse(text, wellFormed) : JSON.parse(text);
   } catch (error) {
     throw new ApiError(
       "INVALID_REQUEST",

@@ -19,6 +19,7 @@ import { z } from "zod";
 import { requireHooksToken } from "../auth/bearer";
 import { stableUuid } from "../auth/signature";
 import { loadConfig } from "../config/load";
+import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
 import { getRunByIdempotencyKey, getSession, type SessionRow } from "../db/queries";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
@@ -127,7 +128,7 @@ function routeFor(
   if (body.channel !== undefined && body.to !== undefined) {
     if (body.deliver === false) return undefined;
     const channel = normalizeChannel(body.channel);
-    const connector = config.connectors[channel];
+    const connector = ownEntry(config.connectors, channel);
     if (!connector) {
       const known = Object.keys(config.connectors);
       throw new ApiError(

@@ -7,6 +7,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { SIGNATURE_HEADER, stableUuid, verifySignature } from "../auth/signature";
 import { loadConfig } from "../config/load";
+import { ownEntry } from "../config/lookup";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
 import { selectAgentId } from "../keys/agent-binding";
 import {
@@ -81,19 +82,20 @@ function messageText(m: InboundMessage): string {
 export const inbound = new Hono<{ Bindings: Env }>().post("/:channel", async (c) => {
   const config = loadConfig(c.env);
   const channel = normalizeChannel(c.req.param("channel"));
-  const connector = config.connectors[channel];
+  const connector = ownEntry(config.connectors, channel);
+  // Nothing before the signature check tells the caller about the config: not the other
+  // connectors, not the name of the missing secret (the status RPC and the logs do).
   if (!connector) {
-    const known = Object.keys(config.connectors);
-    throw new ApiError(
-      "NOT_FOUND",
-      `unknown channel "${channel}": configure connectors.${channel}${known.length ? ` (configured: ${known.join(", ")})` : ""}`,
-    );
+    throw new ApiError("NOT_FOUND", `unknown channel "${channel}": no connector is configured for it`);
   }
   const secret = (c.env as unknown as Record<string, unknown>)[connector.secretEnv];
   if (typeof secret !== "string" || !secret) {
+    console.error(
+      `connector "${channel}" refused a request: its secret ${connector.secretEnv} is not set (wrangler secret put ${connector.secretEnv}, or .dev.vars locally)`,
+    );
     throw new ApiError(
       "UNAVAILABLE",
-      `connector "${channel}" is disabled until the secret ${connector.secretEnv} is set (wrangler secret put ${connector.secretEnv})`,
+      `connector "${channel}" is disabled until its secret is set (connectors.${channel}.secretEnv)`,
     );
   }
   const raw = await c.req.text();

@@ -9,7 +9,7 @@ import { Hono } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
 import { requireToken } from "../auth/bearer";
-import { loadConfig } from "../config/load";
+import { ConfigError, loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import { getSession } from "../db/queries";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
@@ -155,6 +155,10 @@ export const toolsInvoke = new Hono<{ Bindings: Env }>()
     if (error instanceof ApiError) {
       const type = TYPE_OF_CODE[error.code] ?? error.code.toLowerCase();
       return c.json({ ok: false, error: { type, message: error.message } }, error.status);
+    }
+    // Past the operator token: the caller may see what is wrong with the config.
+    if (error instanceof ConfigError) {
+      return c.json({ ok: false, error: { type: "internal", message: error.message } }, 500);
     }
     console.error("tools/invoke failed", error);
     return c.json(

@@ -4,6 +4,7 @@
  * `security.audit`.
  */
 import { z } from "zod";
+import type { ConfigError } from "../config/load";
 import { listJobs } from "../cron/jobs";
 import { readTaskRuns } from "../db/maintenance";
 import { defaultAgentId } from "../keys/agent-binding";
@@ -11,13 +12,24 @@ import { VERSION } from "../version";
 import { type Method, method } from "./method";
 import { securityAudit } from "./security-audit";
 
+export const StatusParams = z.strictObject({});
+
+/**
+ * The `status` payload when SWITCHBOARD_CONFIG is invalid: the operator sees every problem here
+ * (other callers get a generic 500), and nothing else, since the rest depends on the config.
+ */
+export function invalidConfigStatus(error: ConfigError) {
+  return { version: VERSION, now: Date.now(), config: { valid: false, problems: error.problems } };
+}
+
 export const GATEWAY_METHODS: Record<string, Method> = {
-  status: method(z.strictObject({}), async (_p, { config, env }) => {
+  status: method(StatusParams, async (_p, { config, env }) => {
     const now = Date.now();
     const [tasks, jobs] = await Promise.all([readTaskRuns(env), listJobs(env, config, now)]);
     return {
       version: VERSION,
       now,
+      config: { valid: true },
       defaultAgentId: defaultAgentId(config.agents.list),
       defaultModel: config.agents.defaults.model,
       agents: config.agents.list.map((a) => a.id),

@@ -3,6 +3,7 @@
  * Each declares a strict zod schema for its params (unknown params are a 400) and returns the
  * payload; the methods live with their resource (gateway.ts, sessions.ts, runs.ts).
  */
+import { ownEntry } from "../config/lookup";
 import { ApiError, parseInput } from "../http/errors";
 import { GATEWAY_METHODS } from "./gateway";
 import type { Method, RpcContext } from "./method";
@@ -14,7 +15,7 @@ export type { RpcContext };
 export const METHODS: Record<string, Method> = { ...GATEWAY_METHODS, ...SESSION_METHODS, ...RUN_METHODS };
 
 export async function callMethod(name: string, rawParams: unknown, ctx: RpcContext): Promise<unknown> {
-  const m = METHODS[name];
+  const m = ownEntry(METHODS, name);
   if (!m) {
     throw new ApiError("NOT_FOUND", `unknown method "${name}" (methods: ${Object.keys(METHODS).join(", ")})`);
   }

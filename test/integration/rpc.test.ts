@@ -206,6 +206,7 @@ describe("status", () => {
     expect(res.payload).toEqual({
       version: VERSION,
       now: expect.any(Number),
+      config: { valid: true },
       defaultAgentId: "main",
       defaultModel: "echo/echo",
       agents: [],

@@ -3,7 +3,9 @@
  * `deliverUrl`, signed like inbound webhooks. Non-2xx and network failures are retried by the
  * caller with capped exponential backoff; `deliveryId` lets the connector drop duplicates.
  */
+
 import { SIGNATURE_HEADER, signBody } from "../auth/signature";
+import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
 
 export type DeliveryKind = "reply" | "announce" | "notice";
@@ -30,7 +32,7 @@ export async function postDelivery(
   config: Config,
   env: Env,
 ): Promise<DeliveryAttempt> {
-  const connector = config.connectors[payload.channel];
+  const connector = ownEntry(config.connectors, payload.channel);
   if (!connector?.deliverUrl) {
     return {
       ok: false,

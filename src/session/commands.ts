@@ -57,7 +57,7 @@ export function parseCommand(text: string): Command | undefined {
     case "/send": {
       // Any `/send …` is the command: a wrong argument gets the usage, never a model turn.
       const arg = rest.length === 1 ? rest[0]?.toLowerCase() : undefined;
-      return { name: "send", mode: arg && arg in SEND_MODES ? (arg as SendMode) : undefined };
+      return { name: "send", mode: arg && Object.hasOwn(SEND_MODES, arg) ? (arg as SendMode) : undefined };
     }
     default:
       return undefined;

@@ -3,6 +3,7 @@
  * after `idleMinutes` without a user interaction; when both apply, whichever expires first
  * wins. Pure functions: the caller supplies `now`.
  */
+import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
 import { localFields, offsetMs } from "../time/zones";
 
@@ -24,7 +25,7 @@ export function resolveResetPolicy(
   chatType: "direct" | "group" | "channel",
   thread: boolean,
 ): ResetPolicy {
-  const byChannel = channel ? session.resetByChannel[channel] : undefined;
+  const byChannel = channel ? ownEntry(session.resetByChannel, channel) : undefined;
   if (byChannel) return byChannel;
   const type = thread ? "thread" : chatType === "direct" ? "direct" : "group";
   return session.resetByType[type] ?? session.reset ?? { mode: "daily", atHour: 4 };

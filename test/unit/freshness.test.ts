@@ -252,6 +252,16 @@ describe("resolveResetPolicy", () => {
     });
   });
 
+  it("treats channels named like Object's own properties as any unconfigured channel", () => {
+    for (const channel of ["constructor", "__proto__", "toString", "hasOwnProperty"]) {
+      expect(resolveResetPolicy(cfg, channel, "direct", false), channel).toEqual({
+        mode: "idle",
+        atHour: 4,
+        idleMinutes: 240,
+      });
+    }
+  });
+
   it("uses resetByType.direct for direct chats on other channels", () => {
     expect(resolveResetPolicy(cfg, "telegram", "direct", false)).toEqual({
       mode: "idle",

@@ -8,7 +8,7 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { loadConfig } from "../config/load";
 import { ApiError } from "../http/errors";
-import { safeEqual } from "./signature";
+import { equalsSecret, safeEqual } from "./signature";
 
 type SecretName = "GATEWAY_TOKEN" | "HOOKS_TOKEN";
 
@@ -29,7 +29,7 @@ async function checkBearer(c: Context<{ Bindings: Env }>, expected: string): Pro
   const match = /^Bearer\s+(.+)$/i.exec(header.trim());
   if (!match?.[1])
     throw new ApiError("UNAUTHORIZED", "missing bearer token: send `Authorization: Bearer <token>`");
-  if (!(await safeEqual(match[1], expected))) throw new ApiError("UNAUTHORIZED", "invalid bearer token");
+  if (!equalsSecret(match[1], expected)) throw new ApiError("UNAUTHORIZED", "invalid bearer token");
 }
 
 export function requireToken(name: SecretName) {

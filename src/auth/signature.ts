@@ -26,14 +26,29 @@ export async function signBody(secret: string, body: string, nowMs = Date.now())
 
 /** Constant-time string comparison (hashes both sides so lengths do not leak either). */
 export async function safeEqual(a: string, b: string): Promise<boolean> {
-  const [ha, hb] = await Promise.all([
-    crypto.subtle.digest("SHA-256", encoder.encode(a)),
-    crypto.subtle.digest("SHA-256", encoder.encode(b)),
-  ]);
+  return sameDigest(
+    await crypto.subtle.digest("SHA-256", encoder.encode(a)),
+    await crypto.subtle.digest("SHA-256", encoder.encode(b)),
+  );
+}
+
+/**
+ * `given` (untrusted) equals `secret` (a configured token), in time that depends only on the
+ * length of `given`: every character of it is compared (against the secret, cycled), and a
+ * length mismatch counts as a difference. No hashing, so a request's token check is cheap.
+ */
+export function equalsSecret(given: string, secret: string): boolean {
+  if (secret.length === 0) return false;
+  let diff = given.length ^ secret.length;
+  for (let i = 0; i < given.length; i++) diff |= given.charCodeAt(i) ^ secret.charCodeAt(i % secret.length);
+  return diff === 0;
+}
+
+function sameDigest(ha: ArrayBuffer, hb: ArrayBuffer): boolean {
   // Constant-time over the fixed-size digests (portable: works in Workers and in Node).
   const x = new Uint8Array(ha);
   const y = new Uint8Array(hb);
-  let diff = a.length ^ b.length;
+  let diff = x.length ^ y.length;
   for (let i = 0; i < x.length; i++) diff |= (x[i] ?? 0) ^ (y[i] ?? 0);
   return diff === 0;
 }

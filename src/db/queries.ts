@@ -15,13 +15,13 @@ import {
   isNotNull,
   isNull,
   lt,
-  ne,
   notLike,
   or,
   type SQL,
 } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import { FLUSH_ID_MARK, type TranscriptMessage } from "../transcript/message";
+import { col, selectRows } from "./reads";
 import * as schema from "./schema";
 import { insertQuery, type Query, updateQuery } from "./writes";
 
@@ -92,7 +92,9 @@ export async function upsertSession(env: Env, row: SessionRow): Promise<void> {
 }
 
 export async function getSession(env: Env, key: string): Promise<SessionRow | undefined> {
-  return database(env).select().from(schema.sessions).where(eq(schema.sessions.key, key)).get();
+  const s = schema.sessions;
+  const [row] = await selectRows(env.DB, s, `where ${col(s, "key")} = ? limit 1`, [key]);
+  return row;
 }
 
 export async function getSessionBySessionId(env: Env, sessionId: string): Promise<SessionRow | undefined> {
@@ -168,34 +170,33 @@ export async function listSessions(env: Env, f: SessionListFilter): Promise<Sess
       .slice(0, f.limit);
   }
   const s = schema.sessions;
-  const where: (SQL | undefined)[] = [];
-  if (f.kinds?.length) where.push(eq(s.kind, f.kinds[0] ?? ""));
-  if (f.agentId) where.push(eq(s.agentId, f.agentId));
-  if (f.label) where.push(eq(s.label, f.label));
-  if (f.spawnedBy) where.push(eq(s.spawnedBy, f.spawnedBy));
-  if (f.keys) where.push(inArray(s.key, f.keys));
-  if (f.activeSince !== undefined) where.push(gt(s.updatedAt, f.activeSince));
-  if (f.archived === true) where.push(isNotNull(s.archivedAt));
-  else if (f.archived === false) where.push(isNull(s.archivedAt));
-  for (const k of f.excludeKeys ?? []) where.push(ne(s.key, k));
+  const where: string[] = [];
+  const params: unknown[] = [];
+  const add = (clause: string, ...values: unknown[]) => {
+    where.push(clause);
+    params.push(...values);
+  };
+  if (f.kinds?.length) add(`${col(s, "kind")} = ?`, f.kinds[0] ?? "");
+  if (f.agentId) add(`${col(s, "agentId")} = ?`, f.agentId);
+  if (f.label) add(`${col(s, "label")} = ?`, f.label);
+  if (f.spawnedBy) add(`${col(s, "spawnedBy")} = ?`, f.spawnedBy);
+  if (f.keys)
+    add(f.keys.length ? `${col(s, "key")} in (${f.keys.map(() => "?").join(", ")})` : "0", ...f.keys);
+  if (f.activeSince !== undefined) add(`${col(s, "updatedAt")} > ?`, f.activeSince);
+  if (f.archived === true) add(`${col(s, "archivedAt")} is not null`);
+  else if (f.archived === false) add(`${col(s, "archivedAt")} is null`);
+  for (const k of f.excludeKeys ?? []) add(`${col(s, "key")} <> ?`, k);
   if (f.cursor) {
-    where.push(
-      or(
-        lt(s.updatedAt, f.cursor.updatedAt),
-        and(eq(s.updatedAt, f.cursor.updatedAt), lt(s.key, f.cursor.key)),
-      ),
-    );
+    const [u, k] = [col(s, "updatedAt"), col(s, "key")];
+    add(`(${u} < ? or (${u} = ? and ${k} < ?))`, f.cursor.updatedAt, f.cursor.updatedAt, f.cursor.key);
   }
-  return (
-    database(env)
-      .select()
-      .from(s)
-      .where(and(...where))
-      // Both columns descending, so the (…, updatedAt, key) indexes serve the order with a
-      // backwards scan instead of sorting every matching row.
-      .orderBy(desc(s.updatedAt), desc(s.key))
-      .limit(f.limit)
-      .all()
+  // Both columns descending, so the (…, updatedAt, key) indexes serve the order with a
+  // backwards scan instead of sorting every matching row.
+  return selectRows(
+    env.DB,
+    s,
+    `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(s, "updatedAt")} desc, ${col(s, "key")} desc limit ?`,
+    [...params, f.limit],
   );
 }
 
@@ -366,16 +367,17 @@ export async function historyPage(
   opts: { limit: number; before?: number; includeTools: boolean },
 ): Promise<HistoryPage> {
   const m = schema.messages;
-  const where: (SQL | undefined)[] = [eq(m.sessionId, sessionId)];
-  if (opts.before !== undefined) where.push(lt(m.seq, opts.before));
-  if (!opts.includeTools) where.push(ne(m.role, "toolResult"));
-  const rows = await database(env)
-    .select()
-    .from(m)
-    .where(and(...where))
-    .orderBy(desc(m.seq))
-    .limit(opts.limit + 1)
-    .all();
+  let where = `where ${col(m, "sessionId")} = ?`;
+  const params: unknown[] = [sessionId];
+  if (opts.before !== undefined) {
+    where += ` and ${col(m, "seq")} < ?`;
+    params.push(opts.before);
+  }
+  if (!opts.includeTools) where += ` and ${col(m, "role")} <> 'toolResult'`;
+  const rows = await selectRows(env.DB, m, `${where} order by ${col(m, "seq")} desc limit ?`, [
+    ...params,
+    opts.limit + 1,
+  ]);
   const hasMore = rows.length > opts.limit;
   const page = rows.slice(0, opts.limit).reverse().map(rowToMessage);
   const oldest = page[0]?.seq;

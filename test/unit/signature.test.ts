@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import {
+  equalsSecret,
   MAX_SKEW_SECONDS,
   SIGNATURE_HEADER,
   safeEqual,
@@ -178,5 +179,20 @@ describe("safeEqual", () => {
   it("compares unicode by content", async () => {
     expect(await safeEqual("clé-é", "clé-é")).toBe(true);
     expect(await safeEqual("clé-é", "cle-e")).toBe(false);
+  });
+});
+
+describe("equalsSecret", () => {
+  it("is true only for the secret itself", () => {
+    expect(equalsSecret("test-token", "test-token")).toBe(true);
+    expect(equalsSecret("test-tokeN", "test-token")).toBe(false);
+    expect(equalsSecret("test-token-longer", "test-token")).toBe(false);
+    expect(equalsSecret("test", "test-token")).toBe(false);
+    // A repetition of the secret matches it character by character, and is still refused.
+    expect(equalsSecret("abcabc", "abc")).toBe(false);
+    expect(equalsSecret("", "x")).toBe(false);
+    expect(equalsSecret("", "")).toBe(false);
+    expect(equalsSecret("clé-é", "clé-é")).toBe(true);
+    expect(equalsSecret("cle-e", "clé-é")).toBe(false);
   });
 });

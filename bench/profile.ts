@@ -53,11 +53,11 @@ const invoke = (url: string, body: unknown) =>
 /** The read workloads: one request each. */
 const READS: Record<string, ((url: string, i: number) => Promise<Response>) | undefined> = {
   list: (url) => invoke(url, { tool: "sessions_list", args: { limit: 50 } }),
-  history: (url, i) =>
-    invoke(url, {
-      tool: "sessions_history",
-      args: { sessionKey: `agent:main:telegram:dm:peer-${i % 200}`, limit: 50 },
-    }),
+  // Each session reads its own history (visible under the default visibility, tree).
+  history: (url, i) => {
+    const key = `agent:main:telegram:dm:peer-${i % 200}`;
+    return invoke(url, { tool: "sessions_history", sessionKey: key, args: { sessionKey: key, limit: 50 } });
+  },
   healthz: (url) => fetch(`${url}/healthz`),
 };
 

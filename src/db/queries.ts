@@ -21,7 +21,7 @@ import {
 } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import { FLUSH_ID_MARK, type TranscriptMessage } from "../transcript/message";
-import { col, selectRows } from "./reads";
+import { col, mapRow, selectRows, selectStatement } from "./reads";
 import * as schema from "./schema";
 import { insertQuery, type Query, updateQuery } from "./writes";
 
@@ -160,15 +160,36 @@ export interface SessionListFilter {
 
 /** Newest first (ties: key descending), keyset-paged on (updatedAt, key): deep pages cost what the first costs. */
 export async function listSessions(env: Env, f: SessionListFilter): Promise<SessionRow[]> {
-  if (f.kinds && f.kinds.length > 1) {
-    // `kind IN (…)` cannot use the (kind, updatedAt, key) index for ordering, so SQLite would
-    // sort every matching row. One index-ordered query per kind, merged here, stays bounded.
-    const perKind = await Promise.all(f.kinds.map((kind) => listSessions(env, { ...f, kinds: [kind] })));
-    return perKind
-      .flat()
+  const [rows] = await listSessionsBatch(env, [f]);
+  return rows ?? [];
+}
+
+/**
+ * Several listings in one D1 round trip (a batch of index-ordered selects), each answered in
+ * the order of its filter. A filter with several kinds is one select per kind, merged:
+ * `kind IN (…)` cannot use the (kind, updatedAt, key) index for ordering, so SQLite would sort
+ * every matching row, while one index-ordered query per kind stays bounded.
+ */
+export async function listSessionsBatch(env: Env, filters: SessionListFilter[]): Promise<SessionRow[][]> {
+  const parts = filters.map((f) =>
+    f.kinds && f.kinds.length > 1 ? f.kinds.map((kind) => ({ ...f, kinds: [kind] })) : [f],
+  );
+  const statements = parts.flat().map((f) => listStatement(env, f));
+  if (statements.length === 0) return [];
+  const results = await env.DB.batch<Record<string, unknown>>(statements);
+  let next = 0;
+  return parts.map((group, i) => {
+    const rows = group.flatMap(() => (results[next++]?.results ?? []).map((r) => mapRow(schema.sessions, r)));
+    if (group.length === 1) return rows;
+    const limit = filters[i]?.limit ?? rows.length;
+    return rows
       .sort((a, b) => b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
-      .slice(0, f.limit);
-  }
+      .slice(0, limit);
+  });
+}
+
+/** One index-ordered select of a listing (at most one kind). */
+function listStatement(env: Env, f: SessionListFilter): D1PreparedStatement {
   const s = schema.sessions;
   const where: string[] = [];
   const params: unknown[] = [];
@@ -192,7 +213,7 @@ export async function listSessions(env: Env, f: SessionListFilter): Promise<Sess
   }
   // Both columns descending, so the (…, updatedAt, key) indexes serve the order with a
   // backwards scan instead of sorting every matching row.
-  return selectRows(
+  return selectStatement(
     env.DB,
     s,
     `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(s, "updatedAt")} desc, ${col(s, "key")} desc limit ?`,

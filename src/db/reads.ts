@@ -53,6 +53,16 @@ export function mapRow<T extends SQLiteTable>(table: T, raw: Record<string, unkn
   return row as T["$inferSelect"];
 }
 
+/** The statement selecting every column of `table` for the rows `rest` selects. */
+export function selectStatement<T extends SQLiteTable>(
+  db: D1Database,
+  table: T,
+  rest: string,
+  params: unknown[],
+): D1PreparedStatement {
+  return db.prepare(`${plan(table).head} ${rest}`).bind(...params);
+}
+
 /** Every column of `table` for the rows `rest` (`where … order by … limit …`) selects. */
 export async function selectRows<T extends SQLiteTable>(
   db: D1Database,
@@ -60,9 +70,6 @@ export async function selectRows<T extends SQLiteTable>(
   rest: string,
   params: unknown[],
 ): Promise<T["$inferSelect"][]> {
-  const { results } = await db
-    .prepare(`${plan(table).head} ${rest}`)
-    .bind(...params)
-    .all<Record<string, unknown>>();
+  const { results } = await selectStatement(db, table, rest, params).all<Record<string, unknown>>();
   return results.map((r) => mapRow(table, r));
 }

@@ -5,7 +5,7 @@
  * read for the whole page with one query). The operator RPC lists one unrestricted scope with
  * canonical keys; the tool lists the caller's visibility scopes with the `main` alias.
  */
-import { listSessions, recentMessagesOf, type SessionListFilter, type SessionRow } from "../db/queries";
+import { listSessionsBatch, recentMessagesOf, type SessionListFilter, type SessionRow } from "../db/queries";
 import { normalizeAgentId } from "../keys/session-key";
 import type { VisibilityScope } from "../policy/visibility";
 import type { TranscriptMessage } from "../transcript/message";
@@ -96,10 +96,13 @@ export async function listSessionPage(
     cursor: q.cursor,
   };
   // A scope for another agent than the one asked for selects nothing: skip its query.
-  const queries = scopes
-    .filter((s) => !(s.agentId && q.agentId && s.agentId !== q.agentId))
-    .map((s) => listSessions(env, { ...base, ...s }));
-  const results = await Promise.all(queries);
+  // All of them in one D1 round trip.
+  const results = await listSessionsBatch(
+    env,
+    scopes
+      .filter((s) => !(s.agentId && q.agentId && s.agentId !== q.agentId))
+      .map((s) => ({ ...base, ...s })),
+  );
   const seen = new Set<string>();
   // One scope is already in index order; several are merged in the same order.
   const rows =

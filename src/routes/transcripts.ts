@@ -4,7 +4,8 @@
  */
 import { Hono } from "hono";
 import { requireToken } from "../auth/bearer";
-import { messagesAfter, transcriptOwner } from "../db/queries";
+import { messagesAfter } from "../db/messages";
+import { transcriptOwner } from "../db/queries";
 import { ApiError } from "../http/errors";
 
 const PAGE = 500;

@@ -5,13 +5,8 @@
 import { z } from "zod";
 import { resolveModelRef } from "../agent/models";
 import type { Config } from "../config/schema";
-import {
-  getSession,
-  getSessionByLabel,
-  getSessionBySessionId,
-  historyPage,
-  type SessionRow,
-} from "../db/queries";
+import { historyPage } from "../db/messages";
+import { getSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
 import { ApiError, actorError } from "../http/errors";
 import { agentIdOfKey, agentMainKey, normalizeAgentId } from "../keys/session-key";
 import { entryInitOf } from "../runs/entry-init";

@@ -5,8 +5,9 @@
  * step never duplicates rows. A later implementation can buffer these writes behind the actor
  * or route them to the D1 shard of the key without the actor's modules changing.
  */
+
+import { appendMessageStatements, turnContextRows } from "../db/messages";
 import {
-  appendMessageStatements,
   deleteSessionRows,
   getSession,
   insertDeliveryStatement,
@@ -17,7 +18,6 @@ import {
   recordTranscriptStatement,
   type SessionRow,
   startRunStatement,
-  turnContextRows,
   updateRunStatement,
   upsertSessionStatement,
   writeBatch,

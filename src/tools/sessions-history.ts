@@ -5,7 +5,7 @@
  * bounds the messages of a `sessions_list` page the same way.
  */
 import { z } from "zod";
-import { historyPage } from "../db/queries";
+import { historyPage } from "../db/messages";
 import type { ContentPart, TranscriptMessage } from "../transcript/message";
 import { clampInt } from "../views/session-page";
 import { redactSecrets } from "./redaction";

@@ -5,7 +5,9 @@
  * read for the whole page with one query). The operator RPC lists one unrestricted scope with
  * canonical keys; the tool lists the caller's visibility scopes with the `main` alias.
  */
-import { listSessionsBatch, recentMessagesOf, type SessionListFilter, type SessionRow } from "../db/queries";
+
+import { recentMessagesOf } from "../db/messages";
+import { listSessionsBatch, type SessionListFilter, type SessionRow } from "../db/queries";
 import { normalizeAgentId } from "../keys/session-key";
 import type { VisibilityScope } from "../policy/visibility";
 import type { TranscriptMessage } from "../transcript/message";

@@ -1,6 +1,6 @@
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { appendMessages } from "../../src/db/queries";
+import { appendMessages } from "../../src/db/messages";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { CONNECTORS, SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
 import { seedSessions, sessionRow, transcriptMessages, withActorConfig } from "./rpc-support";

@@ -2,13 +2,8 @@
 import { createExecutionContext, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
-import {
-  appendMessages,
-  database,
-  recordTranscript,
-  type SessionRow,
-  upsertSession,
-} from "../../src/db/queries";
+import { appendMessages } from "../../src/db/messages";
+import { database, recordTranscript, type SessionRow, upsertSession } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";

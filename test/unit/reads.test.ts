@@ -6,7 +6,8 @@
 import { env } from "cloudflare:workers";
 import { and, desc, eq, inArray, isNull, lt, ne, or } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { appendMessages, database, getSession, historyPage, listSessions } from "../../src/db/queries";
+import { appendMessages, historyPage } from "../../src/db/messages";
+import { database, getSession, listSessions } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { seedSessions, sessionRow, transcriptMessages } from "../integration/rpc-support";
 

@@ -1,0 +1,218 @@
+/**
+ * Transcript queries (SPEC §3): appending messages (idempotent by message id, `seq` assigned in
+ * the statement), history pages and export chunks by `(sessionId, seq)`, the newest messages
+ * of several sessions in one statement, and what a turn's context is loaded from.
+ */
+import {
+  and,
+  asc,
+  desc,
+  eq,
+  getTableColumns,
+  getTableName,
+  gt,
+  gte,
+  isNotNull,
+  isNull,
+  notLike,
+} from "drizzle-orm";
+import { FLUSH_ID_MARK, type TranscriptMessage } from "../transcript/message";
+import { database, writeBatch } from "./queries";
+import { col, selectRows } from "./reads";
+import * as schema from "./schema";
+
+// A compaction entry (?13 = 1) resolves its first kept message id (?14) to that message's seq;
+// with none kept, everything up to the entry itself is summarized (first kept = its seq + 1).
+const APPEND_SQL = `INSERT OR IGNORE INTO messages
+  (session_id, seq, id, role, content, tool_call_id, tool_name, is_error, timestamp, run_id, model, usage, provenance, first_kept_seq)
+  SELECT ?1, COALESCE(MAX(seq), 0) + 1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
+    CASE WHEN ?13 = 1 THEN COALESCE((SELECT seq FROM messages WHERE id = ?14), COALESCE(MAX(seq), 0) + 2) END
+  FROM messages WHERE session_id = ?1`;
+
+export function appendMessageStatements(
+  env: Env,
+  sessionId: string,
+  msgs: TranscriptMessage[],
+): D1PreparedStatement[] {
+  const stmt = env.DB.prepare(APPEND_SQL);
+  return msgs.map((m) =>
+    stmt.bind(
+      sessionId,
+      m.id,
+      m.role,
+      JSON.stringify(m.content),
+      m.toolCallId ?? null,
+      m.toolName ?? null,
+      m.isError === undefined ? null : m.isError ? 1 : 0,
+      m.timestamp,
+      m.runId ?? null,
+      m.model ?? null,
+      m.usage ? JSON.stringify(m.usage) : null,
+      m.provenance ? JSON.stringify(m.provenance) : null,
+      m.compaction ? 1 : 0,
+      m.compaction?.firstKeptId ?? null,
+    ),
+  );
+}
+
+/**
+ * Appends messages in order. `seq` is assigned inside the statement (max + 1, served by the
+ * primary key), and a message whose `id` is already stored is skipped, so a resumed run that
+ * appends the same messages again changes nothing.
+ */
+export async function appendMessages(env: Env, sessionId: string, msgs: TranscriptMessage[]): Promise<void> {
+  await writeBatch(env, appendMessageStatements(env, sessionId, msgs));
+}
+
+type MessageRow = typeof schema.messages.$inferSelect;
+
+function rowToMessage(r: MessageRow): TranscriptMessage {
+  const m: TranscriptMessage = {
+    id: r.id,
+    seq: r.seq,
+    role: r.role as TranscriptMessage["role"],
+    content: r.content as TranscriptMessage["content"],
+    timestamp: r.timestamp,
+  };
+  if (r.toolCallId) m.toolCallId = r.toolCallId;
+  if (r.toolName) m.toolName = r.toolName;
+  if (r.isError !== null) m.isError = r.isError;
+  if (r.runId) m.runId = r.runId;
+  if (r.model) m.model = r.model;
+  if (r.usage) m.usage = r.usage as TranscriptMessage["usage"];
+  if (r.provenance) m.provenance = r.provenance as TranscriptMessage["provenance"];
+  if (r.firstKeptSeq !== null) m.compaction = { firstKeptSeq: r.firstKeptSeq };
+  return m;
+}
+
+/**
+ * What a turn's context is built from, read from D1 when an actor has no copy of its own (its
+ * storage predates it, or was lost): the latest compaction entry of the transcript (found by
+ * the `messages_compactions` partial index, never a scan) and at most `limit` newest messages
+ * from its first kept seq on, oldest first, without compaction entries and memory-flush turns.
+ */
+export async function turnContextRows(
+  env: Env,
+  sessionId: string,
+  limit: number,
+): Promise<{ compaction?: TranscriptMessage; messages: TranscriptMessage[] }> {
+  const m = schema.messages;
+  const db = database(env);
+  const [latest] = await db
+    .select()
+    .from(m)
+    .where(and(eq(m.sessionId, sessionId), isNotNull(m.firstKeptSeq)))
+    .orderBy(desc(m.seq))
+    .limit(1)
+    .all();
+  const rows = await db
+    .select()
+    .from(m)
+    .where(
+      and(
+        eq(m.sessionId, sessionId),
+        latest?.firstKeptSeq != null ? gte(m.seq, latest.firstKeptSeq) : undefined,
+        isNull(m.firstKeptSeq),
+        notLike(m.id, `%${FLUSH_ID_MARK}%`),
+      ),
+    )
+    .orderBy(desc(m.seq))
+    .limit(limit)
+    .all();
+  const messages = rows.reverse().map(rowToMessage);
+  return latest ? { compaction: rowToMessage(latest), messages } : { messages };
+}
+
+const messageColumns = Object.entries(getTableColumns(schema.messages));
+
+/** A row read with raw SQL (database column names, driver values) as drizzle would have mapped it. */
+function messageRowFromDriver(raw: Record<string, unknown>): MessageRow {
+  const row: Record<string, unknown> = {};
+  for (const [field, column] of messageColumns) {
+    const value = raw[column.name];
+    row[field] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
+  }
+  return row as MessageRow;
+}
+
+/**
+ * The newest `limit` messages of each of several transcripts (each list oldest first),
+ * optionally without tool results, in one statement whatever the number of transcripts (their
+ * ids are one JSON parameter). Per transcript, a backward scan of the primary key finds the seq
+ * of its `limit`-th newest message and a range scan from there reads the messages, so the rows
+ * read stay bounded by transcripts × limit however long the transcripts are (a window function
+ * over `session_id IN (…)` would read every message of them).
+ */
+export async function recentMessagesOf(
+  env: Env,
+  sessionIds: string[],
+  limit: number,
+  opts: { excludeToolResults?: boolean } = {},
+): Promise<Map<string, TranscriptMessage[]>> {
+  const ids = [...new Set(sessionIds)];
+  const out = new Map<string, TranscriptMessage[]>(ids.map((id) => [id, []]));
+  if (ids.length === 0 || limit <= 0) return out;
+  const m = schema.messages;
+  const [table, sessionId, seq, role] = [getTableName(m), m.sessionId.name, m.seq.name, m.role.name];
+  const notTools = (alias: string) =>
+    opts.excludeToolResults ? ` AND ${alias}."${role}" <> 'toolResult'` : "";
+  const sql =
+    `SELECT m.* FROM json_each(?2) AS ids JOIN "${table}" AS m ON m."${sessionId}" = ids.value` +
+    ` AND m."${seq}" >= COALESCE((SELECT x."${seq}" FROM "${table}" AS x WHERE x."${sessionId}" = ids.value${notTools("x")}` +
+    ` ORDER BY x."${seq}" DESC LIMIT 1 OFFSET ?1), 0)` +
+    (opts.excludeToolResults ? ` WHERE m."${role}" <> 'toolResult'` : "");
+  const { results } = await env.DB.prepare(sql)
+    .bind(limit - 1, JSON.stringify(ids))
+    .all<Record<string, unknown>>();
+  for (const raw of results) {
+    const row = messageRowFromDriver(raw);
+    out.get(row.sessionId)?.push(rowToMessage(row));
+  }
+  for (const list of out.values()) list.sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
+  return out;
+}
+
+export interface HistoryPage {
+  messages: TranscriptMessage[];
+  hasMore: boolean;
+  nextBefore?: number;
+}
+
+/** A page of history ending before `before` (a seq), oldest first; keyset on (sessionId, seq). */
+export async function historyPage(
+  env: Env,
+  sessionId: string,
+  opts: { limit: number; before?: number; includeTools: boolean },
+): Promise<HistoryPage> {
+  const m = schema.messages;
+  let where = `where ${col(m, "sessionId")} = ?`;
+  const params: unknown[] = [sessionId];
+  if (opts.before !== undefined) {
+    where += ` and ${col(m, "seq")} < ?`;
+    params.push(opts.before);
+  }
+  if (!opts.includeTools) where += ` and ${col(m, "role")} <> 'toolResult'`;
+  const rows = await selectRows(env.DB, m, `${where} order by ${col(m, "seq")} desc limit ?`, [
+    ...params,
+    opts.limit + 1,
+  ]);
+  const hasMore = rows.length > opts.limit;
+  const page = rows.slice(0, opts.limit).reverse().map(rowToMessage);
+  const oldest = page[0]?.seq;
+  return hasMore && oldest !== undefined
+    ? { messages: page, hasMore, nextBefore: oldest }
+    : { messages: page, hasMore };
+}
+
+/** Ascending chunk of a transcript after `afterSeq`, for streaming exports. */
+export async function messagesAfter(env: Env, sessionId: string, afterSeq: number, limit: number) {
+  const m = schema.messages;
+  const rows = await database(env)
+    .select()
+    .from(m)
+    .where(and(eq(m.sessionId, sessionId), gt(m.seq, afterSeq)))
+    .orderBy(asc(m.seq))
+    .limit(limit)
+    .all();
+  return rows.map(rowToMessage);
+}

@@ -83,7 +83,7 @@ export async function postNow(
   if (state && payload) await a.records.deliveryAttempted(payload, state);
 }
 
-/** Writes the delivery to D1, then its local retry row; false when send policy blocked it. */
+/** Adds the delivery's local retry row, then writes it to D1; false when send policy blocked it. */
 export async function queueDelivery(
   a: ActorContext,
   deliveryId: string,
@@ -94,8 +94,10 @@ export async function queueDelivery(
 ): Promise<boolean> {
   const payload = a.outbox.payload(deliveryId, out, route, entry, sessionKey);
   if (!payload) return false;
-  await a.records.deliveryQueued(deliveryRow(payload));
+  // The local row first: a restart between the two writes still attempts the delivery, and
+  // the attempt's outcome (an upsert) writes the D1 row if this write never happened.
   a.outbox.add(payload);
+  await a.records.deliveryQueued(deliveryRow(payload));
   await a.scheduleAlarm();
   return true;
 }

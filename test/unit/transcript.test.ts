@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { PRUNED_PLACEHOLDER, toModelMessages } from "../../src/agent/context";
+import { MISSING_RESULT, PRUNED_PLACEHOLDER, toModelMessages } from "../../src/agent/context";
 import { type TranscriptMessage, textOf } from "../../src/transcript/message";
 
 let n = 0;
@@ -156,6 +156,38 @@ describe("toModelMessages", () => {
     const out = toModelMessages(messages, 3);
     expect(out.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
     expect(toolOutputs(out)).toEqual([{ type: "json", value: { new: true } }]);
+  });
+
+  it("places a result right after its call when other messages were appended in between", () => {
+    // A sub-agent's announcement stored while the run waited on its tool.
+    const messages = [
+      user("spawn it"),
+      assistant("", [{ id: "s1", name: "lookup" }]),
+      user("[announcement] the sub-agent finished"),
+      toolResult("s1", JSON.stringify({ status: "accepted" })),
+      assistant("started"),
+    ];
+    const out = toModelMessages(messages, 3);
+    expect(out.map((m) => m.role)).toEqual(["user", "assistant", "tool", "user", "assistant"]);
+    expect(toolOutputs(out)).toEqual([{ type: "json", value: { status: "accepted" } }]);
+  });
+
+  it("answers a call whose result was never stored with a placeholder, so the context stays valid", () => {
+    const messages = [
+      user("look it up"),
+      assistant("", [
+        { id: "x1", name: "lookup" },
+        { id: "x2", name: "lookup" },
+      ]),
+      toolResult("x1", JSON.stringify({ ok: 1 })),
+      user("/stop came in; new question"),
+    ];
+    const out = toModelMessages(messages, 3);
+    expect(out.map((m) => m.role)).toEqual(["user", "assistant", "tool", "user"]);
+    expect(toolOutputs(out)).toEqual([
+      { type: "json", value: { ok: 1 } },
+      { type: "error-text", value: MISSING_RESULT },
+    ]);
   });
 
   it("drops a tool result without a toolCallId", () => {

@@ -639,9 +639,16 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   if (!report) throw new Error("the soak ended without a report");
   if (!report.pass) {
     const file = path.join(tmpdir(), `switchboard-soak-${opts.seed}-${Date.now()}.log`);
-    writeFileSync(file, outputs.map((o, i) => `===== gateway incarnation ${i + 1} =====\n${o}`).join("\n"));
+    writeFileSync(
+      file,
+      [...outputs.map((o, i) => `===== gateway incarnation ${i + 1} =====\n${o}`), ...diagnostics].join("\n"),
+    );
     report.logFile = file;
-    report.markdown += `\nGateway output of every incarnation: ${file}\n`;
+    report.markdown += `\nGateway output of every incarnation and the suspect sessions' transcripts: ${file}\n`;
+    if (opts.keepStateOnFail) {
+      report.keptState = persistTo;
+      report.markdown += `Persistence directory kept: ${persistTo}\n`;
+    }
   }
   return report;
 }
@@ -783,13 +790,24 @@ function account(x: AccountInput): SoakReport {
   }
 
   // Deliveries
+  /** ", last updated N ms before kill K" when a kill followed within 2 s. */
+  const afterKill = (at: number | undefined) => {
+    if (at === undefined) return "";
+    const k = x.kills.findIndex((kill) => kill.at >= at && kill.at - at < 2_000);
+    const kill = x.kills[k];
+    return kill ? `; last updated ${kill.at - at} ms before kill ${k + 1}` : "";
+  };
   const deliveries = [...x.deliveries.values()];
   const byDeliveryStatus = count(deliveries, (d) => d.status);
   const dead = deliveries.filter((d) => d.status === "dead");
   for (const d of deliveries) {
     if (d.status !== "delivered" && d.status !== "dead") {
       lost.push(
-        `delivery ${d.deliveryId} (${d.kind}, ${d.sessionKey}) is ${d.status} after ${d.attempts} attempts`,
+        `delivery ${d.deliveryId} (${d.kind}, ${d.sessionKey}) is ${d.status} after ${d.attempts} attempts (created ${
+          d.createdAt ? new Date(d.createdAt).toISOString() : "?"
+        }, next attempt ${d.nextAttemptAt ? new Date(d.nextAttemptAt).toISOString() : "none"}; the connector accepted it ${
+          x.connector.accepted.get(d.deliveryId)?.length ?? 0
+        } times${afterKill(d.updatedAt)})`,
       );
     }
     if (d.status === "dead" && !d.lastError) lost.push(`delivery ${d.deliveryId} is dead without a cause`);
@@ -811,6 +829,19 @@ function account(x: AccountInput): SoakReport {
         } ms apart${kill ? `; first accepted ${kill.at - first} ms before kill ${k + 1}` : "; no kill in between"}`,
       );
     }
+  }
+  // A reply accepted under two deliveryIds is a duplicate no connector can drop.
+  const repliesByMessage = new Map<string, Set<string>>();
+  for (const [id, list] of x.connector.accepted) {
+    const to = list[0]?.replyToMessageId;
+    if (list[0]?.kind !== "reply" || !to) continue;
+    repliesByMessage.set(to, (repliesByMessage.get(to) ?? new Set()).add(id));
+  }
+  for (const [messageId, ids] of repliesByMessage) {
+    if (ids.size > 1)
+      duplicated.push(
+        `message ${messageId} was answered under ${ids.size} deliveryIds: ${[...ids].join(", ")}`,
+      );
   }
   const repliesDelivered = deliveries.filter((d) => d.kind === "reply" && d.status === "delivered").length;
   const deliveredByKind = count(
@@ -877,7 +908,11 @@ function account(x: AccountInput): SoakReport {
     },
     {
       measure: "duplicates by deliveryId",
-      value: fmt(duplicated.length),
+      value: `${fmt(duplicated.length)}${
+        duplicated.length
+          ? ` (${fmt(duplicated.filter((d) => d.includes(" before kill ")).length)} repeated after a kill that came right after the first acceptance)`
+          : ""
+      }`,
       bar: "0 duplicated",
       pass: duplicated.length === 0,
     },

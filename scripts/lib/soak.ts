@@ -25,6 +25,9 @@
  *   a failure or a hang is not a duplicate: it was not accepted the first time); a messageId
  *   answered with two different runIds, or whose text appears as a user message more than once.
  *
+ * - FAILED BY THE GATEWAY: a run that ended `error` for a cause other than the injected model
+ *   faults (429/500 past `models.retry`); SPEC §5 says no run can wedge a session.
+ *
  * The plan (messages, sessions, kinds, targets, kill points) and the fault draws come from a
  * seeded generator, so `--seed` repeats a run's plan; timing (and so which request meets which
  * fault) still varies from run to run.
@@ -770,7 +773,14 @@ function account(x: AccountInput): SoakReport {
       lost.push(`${r.trigger} run ${r.runId} is ${r.status} in D1 (named by no transcript)`);
     }
   }
-  for (const r of allRuns.filter((r) => r.status === "error").slice(0, 20)) {
+  // A run may fail because the model kept answering the injected 429/500 past the retries;
+  // any other cause is the gateway's own failure (SPEC §5: no run can wedge a session).
+  const injected = (r: RunRow) => /soak fault (429|500)/.test(r.error ?? "");
+  const ownFailures = allRuns.filter((r) => r.status === "error" && !injected(r));
+  for (const r of [...ownFailures, ...allRuns.filter((r) => r.status === "error" && injected(r))].slice(
+    0,
+    30,
+  )) {
     findings.push(`error run: ${r.trigger} run ${r.runId} in ${r.sessionKey}: ${r.error ?? "(no cause)"}`);
   }
   const runErrors = count(
@@ -893,6 +903,16 @@ function account(x: AccountInput): SoakReport {
       value: `${summarize(byStatus)}; errors: ${summarize(runErrors)}; runs in D1: ${fmt(x.d1.total)}`,
       bar: "every run ended",
       pass: notEnded.length === 0 && x.d1.open.length === 0 && allRuns.length > 0,
+    },
+    {
+      measure: "runs failed by a cause the soak did not inject",
+      value: `${fmt(ownFailures.length)}${
+        ownFailures.length
+          ? ` in ${new Set(ownFailures.map((r) => r.sessionKey)).size} sessions (${summarize(count(ownFailures, (r) => causeOf(r.error)))})`
+          : ""
+      }`,
+      bar: "0 (every failed run met injected model faults)",
+      pass: ownFailures.length === 0,
     },
     {
       measure: "replies delivered",

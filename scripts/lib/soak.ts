@@ -22,9 +22,9 @@
  *   while the connector never accepted it; a spawned sub-agent whose announcement never reached
  *   the requester's transcript, or reached it without a delivery row to the requester's chat.
  * - DUPLICATED: a `deliveryId` the connector accepted (2xx) more than once (a retried POST after
- *   a failure or a hang is not a duplicate: it was not accepted the first time); a messageId
- *   answered with two different runIds, or whose text appears as a user message more than once.
- *
+ *   a failure or a hang is not a duplicate: it was not accepted the first time); a reply
+ *   accepted under two deliveryIds; a messageId answered with two different runIds, or whose
+ *   text appears as a user message more than once.
  * - FAILED BY THE GATEWAY: a run that ended `error` for a cause other than the injected model
  *   faults (429/500 past `models.retry`); SPEC §5 says no run can wedge a session.
  *

@@ -145,6 +145,13 @@ interface HistoryMessage {
   provenance?: { kind: string; sourceSessionKey?: string };
 }
 
+interface Kill {
+  /** When the SIGKILL was sent, when the last process of the group was gone, when it was back up. */
+  at: number;
+  goneAt?: number;
+  upAt?: number;
+}
+
 interface HistoryPage {
   messages: HistoryMessage[];
   hasMore: boolean;
@@ -253,7 +260,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   const persistTo = scratchDir("switchboard-soak-");
   const config = gatewayConfig(connector, model);
   let server: LocalServer | undefined;
-  const kills: Array<{ at: number; upAt?: number }> = [];
+  const kills: Kill[] = [];
   let killsSurvived = 0;
   let cronFired = 0;
   let inboundRetries = 0;
@@ -366,9 +373,10 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       const s = server;
       if (!s) continue;
       server = undefined;
-      const kill: { at: number; upAt?: number } = { at: Date.now() };
+      const kill: Kill = { at: Date.now() };
       kills.push(kill);
       await s.stop("SIGKILL");
+      kill.goneAt = Date.now();
       outputs.push(s.output());
       say(
         `kill ${kills.length}/${killPoints.length} (pid ${s.pid}) after ${sentCount} messages sent; restarting`,
@@ -431,6 +439,10 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     const runs = new Map<string, RunRow>();
     const runIdsToCheck = new Set<string>();
     for (const s of sent.values()) for (const id of s.acceptedRunIds) runIdsToCheck.add(id);
+    /** Run ids only a transcript message names (e.g. a compaction's memory flush turn). */
+    const transcriptOnly = new Set<string>();
+    /** Of those, the ones runs.get does not know: message ids, not runs; reported, not checked. */
+    const notRuns = new Map<string, string>();
     const sessionsToScan = new Set(Array.from({ length: opts.sessions }, (_, i) => sessionKeyOf(i)));
     const sends: Array<{ requester: string; runId: string; status: string }> = [];
     const spawns: Array<{ requester: string; runId: string; childSessionKey: string }> = [];
@@ -438,7 +450,9 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     const userTexts = new Map<string, number>();
 
     const refreshRuns = async () => {
-      const open = [...runIdsToCheck].filter((id) => !ENDED.has(runs.get(id)?.status ?? ""));
+      const open = [...runIdsToCheck].filter(
+        (id) => !notRuns.has(id) && !ENDED.has(runs.get(id)?.status ?? ""),
+      );
       let next = 0;
       await Promise.all(
         Array.from({ length: concurrency }, async () => {
@@ -449,12 +463,13 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
               runs.set(id, await rpc<RunRow>("runs.get", { runId: id }));
             } catch (error) {
               const message = error instanceof Error ? error.message : String(error);
-              runs.set(id, { runId: id, sessionKey: "?", trigger: "?", status: `unknown (${message})` });
+              if (transcriptOnly.has(id) && message.includes("NOT_FOUND")) notRuns.set(id, message);
+              else runs.set(id, { runId: id, sessionKey: "?", trigger: "?", status: `unknown (${message})` });
             }
           }
         }),
       );
-      return open.filter((id) => !ENDED.has(runs.get(id)?.status ?? "")).length;
+      return open.filter((id) => !notRuns.has(id) && !ENDED.has(runs.get(id)?.status ?? "")).length;
     };
 
     const scanTranscripts = async () => {
@@ -479,7 +494,10 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
             return { messages: [], hasMore: false } as HistoryPage;
           });
           for (const msg of h.messages) {
-            if (msg.runId) runIdsToCheck.add(msg.runId);
+            if (msg.runId && !runIdsToCheck.has(msg.runId)) {
+              runIdsToCheck.add(msg.runId);
+              transcriptOnly.add(msg.runId);
+            }
             const text = msg.content.map((p) => p.text ?? "").join("");
             if (
               msg.role === "toolResult" &&
@@ -494,10 +512,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
               if (msg.toolName === "sessions_send" && result.runId) {
                 sends.push({ requester: key, runId: result.runId, status: result.status ?? "?" });
                 runIdsToCheck.add(result.runId);
+                transcriptOnly.delete(result.runId);
               }
               if (msg.toolName === "sessions_spawn" && result.runId && result.childSessionKey) {
                 spawns.push({ requester: key, runId: result.runId, childSessionKey: result.childSessionKey });
                 runIdsToCheck.add(result.runId);
+                transcriptOnly.delete(result.runId);
                 sessionsToScan.add(result.childSessionKey);
               }
             }
@@ -608,7 +628,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       messages,
       sent,
       runs,
-      runIds: runIdsToCheck,
+      runIds: new Set([...runIdsToCheck].filter((id) => !notRuns.has(id))),
+      notRuns,
       deliveries,
       connector,
       model,
@@ -695,6 +716,7 @@ interface AccountInput {
   sent: Map<string, SentMessage>;
   runs: Map<string, RunRow>;
   runIds: Set<string>;
+  notRuns: Map<string, string>;
   deliveries: Map<string, DeliveryRow>;
   connector: FaultyConnector;
   model: FaultyModel;
@@ -703,7 +725,7 @@ interface AccountInput {
   announcements: Map<string, { requester: string; id: string }>;
   userTexts: Map<string, number>;
   d1: { total: number; open: Array<{ runId: string; status: string; trigger: string }> };
-  kills: Array<{ at: number; upAt?: number }>;
+  kills: Kill[];
   killsSurvived: number;
   cronFired: number;
   inboundRetries: number;
@@ -758,6 +780,9 @@ function account(x: AccountInput): SoakReport {
   }
 
   // Runs
+  for (const [id, why] of x.notRuns) {
+    x.problems.push(`transcript messages name run ${id}, which runs.get does not know (${why})`);
+  }
   const allRuns = [...x.runIds].map((id) => x.runs.get(id)).filter((r): r is RunRow => !!r);
   const started = allRuns.filter((r) => r.startedAt !== undefined).length;
   const byStatus = count(allRuns, (r) => (ENDED.has(r.status) ? r.status : "not ended"));
@@ -831,12 +856,20 @@ function account(x: AccountInput): SoakReport {
     if (list.length > 1) {
       const first = list[0]?.at ?? 0;
       const second = list[1]?.at ?? 0;
-      const k = x.kills.findIndex((kill) => kill.at >= first && kill.at <= second);
+      // The kill fell between the two if the first came before the gateway was gone (a POST can
+      // be accepted while the SIGKILL is on its way) and the second after it was sent.
+      const k = x.kills.findIndex((kill) => first <= (kill.goneAt ?? kill.at) && second >= kill.at);
       const kill = x.kills[k];
       duplicated.push(
         `deliveryId ${id} (${list[0]?.kind}, ${list[0]?.sessionKey}) accepted ${list.length} times, ${
           second - first
-        } ms apart${kill ? `; first accepted ${kill.at - first} ms before kill ${k + 1}` : "; no kill in between"}`,
+        } ms apart${
+          kill
+            ? first <= kill.at
+              ? `; first accepted ${kill.at - first} ms before kill ${k + 1}`
+              : `; first accepted while kill ${k + 1} was under way`
+            : "; no kill in between"
+        }`,
       );
     }
   }
@@ -930,7 +963,7 @@ function account(x: AccountInput): SoakReport {
       measure: "duplicates by deliveryId",
       value: `${fmt(duplicated.length)}${
         duplicated.length
-          ? ` (${fmt(duplicated.filter((d) => d.includes(" before kill ")).length)} repeated after a kill that came right after the first acceptance)`
+          ? ` (${fmt(duplicated.filter((d) => / before kill | while kill /.test(d)).length)} repeated after a kill that came right after the first acceptance)`
           : ""
       }`,
       bar: "0 duplicated",

@@ -14,24 +14,20 @@ const KILLS = 3;
 const SEED = 20_261_125;
 
 describe("the fault-injection soak (short)", () => {
-  it(
-    `loses and duplicates nothing over ${MESSAGES} messages, ${SESSIONS} sessions and ${KILLS} kills (seed ${SEED})`,
-    async () => {
-      const report = await runSoak({
-        messages: MESSAGES,
-        sessions: SESSIONS,
-        kills: KILLS,
-        seed: SEED,
-        // Bounded well under the suite's patience: the drain gets what is left of it.
-        deadlineMs: 150_000,
-        drainMs: 90_000,
-        log: (line) => console.log(line),
-      });
-      console.log(report.markdown);
-      const failed = report.rows.filter((r) => r.pass === false).map((r) => `${r.measure}: ${r.value}`);
-      expect(failed, `${report.markdown}\n${report.findings.join("\n")}`).toEqual([]);
-      expect(report.pass).toBe(true);
-    },
-    170_000,
-  );
+  it(`loses and duplicates nothing over ${MESSAGES} messages, ${SESSIONS} sessions and ${KILLS} kills (seed ${SEED})`, async () => {
+    const report = await runSoak({
+      messages: MESSAGES,
+      sessions: SESSIONS,
+      kills: KILLS,
+      seed: SEED,
+      // Bounded well under the suite's patience: the drain gets what is left of it.
+      deadlineMs: 150_000,
+      drainMs: 90_000,
+      log: (line) => console.log(line),
+    });
+    console.log(report.markdown);
+    const failed = report.rows.filter((r) => r.pass === false).map((r) => `${r.measure}: ${r.value}`);
+    expect(failed, `${report.markdown}\n${report.findings.join("\n")}`).toEqual([]);
+    expect(report.pass).toBe(true);
+  }, 170_000);
 });

@@ -1,11 +1,14 @@
 /**
  * Starts the gateway locally with `wrangler dev` on 127.0.0.1, for `npm run dev`, the
  * end-to-end tests and the benchmark. Local D1 migrations are applied to the same persistence
- * directory first. The caller stops the server with `stop()` (by PID, never by name).
+ * directory first. The caller stops the server with `stop()` (by PID, never by name): the whole
+ * process group (wrangler and its workerd) is signalled, and `stop()` returns only once every
+ * member of the group is gone, so a restart on the same persistence directory never races an
+ * orphaned workerd still holding its SQLite files.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { accessSync, constants, mkdtempSync, writeFileSync } from "node:fs";
+import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -34,6 +37,8 @@ export interface LocalServerOptions {
   inheritOutput?: boolean;
   /** Use an existing env file (e.g. .dev.vars) instead of writing one from `vars`. */
   envFile?: string;
+  /** Apply local D1 migrations first (default true; a restart on the same directory can skip it). */
+  migrate?: boolean;
 }
 
 export interface LocalServer {
@@ -90,6 +95,33 @@ export async function applyLocalMigrations(persistTo: string | undefined): Promi
   return stdout;
 }
 
+/**
+ * Pids of the live members of process group `pgid` (Linux /proc; empty elsewhere). Zombies
+ * count as gone: they hold no ports or files.
+ */
+export function processGroupMembers(pgid: number): number[] {
+  if (process.platform !== "linux" || pgid <= 0) return [];
+  const members: number[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync("/proc");
+  } catch {
+    return [];
+  }
+  for (const pid of entries) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      // Fields after "(comm) ": state ppid pgrp …
+      const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+      if (Number(f[2]) === pgid && f[0] !== "Z") members.push(Number(pid));
+    } catch {
+      // the process went away
+    }
+  }
+  return members;
+}
+
 async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (Date.now() < deadline) {
@@ -105,10 +137,30 @@ async function waitForHealth(url: string, child: ChildProcess, timeoutMs: number
   throw new Error(`wrangler dev did not answer ${url}/healthz within ${timeoutMs}ms`);
 }
 
+/** Waits (bounded) until no member of the group is left, SIGKILLing stragglers after 5 s. */
+async function groupGone(pgid: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  let killed = false;
+  while (processGroupMembers(pgid).length > 0) {
+    if (Date.now() > deadline) {
+      throw new Error(`processes of group ${pgid} still running: ${processGroupMembers(pgid).join(", ")}`);
+    }
+    if (!killed && Date.now() > deadline - 5_000) {
+      killed = true;
+      try {
+        process.kill(-pgid, "SIGKILL");
+      } catch {
+        // already gone
+      }
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export async function startLocalServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
   const port = opts.port ?? (await freePort());
   const persistTo = opts.persistTo ?? mkdtempSync(path.join(tmpdir(), "switchboard-"));
-  await applyLocalMigrations(persistTo);
+  if (opts.migrate !== false) await applyLocalMigrations(persistTo);
   let envFile = opts.envFile;
   if (!envFile) {
     envFile = path.join(persistTo, ".env.local");
@@ -154,7 +206,12 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
   });
   const url = `http://127.0.0.1:${port}`;
   const stop = async (signal: NodeJS.Signals = "SIGTERM") => {
-    if (child.exitCode !== null || child.pid === undefined) return;
+    if (child.pid === undefined) return;
+    const pgid = child.pid;
+    if (child.exitCode !== null || child.signalCode !== null) {
+      await groupGone(pgid);
+      return;
+    }
     const exited = once(child, "exit");
     // wrangler runs workerd as a child: signal the whole process group we created.
     try {
@@ -171,6 +228,7 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     }, 5000);
     await exited;
     clearTimeout(timer);
+    await groupGone(pgid);
   };
   try {
     await waitForHealth(url, child, 60_000);

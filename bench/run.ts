@@ -171,9 +171,11 @@ async function pool(
 
 /**
  * CPU seconds used so far by the gateway's process group (wrangler + workerd; the server is
- * spawned detached, so its pid is the group id). Linux /proc only; NaN elsewhere.
+ * spawned detached, so its pid is the group id), or by its processes whose name starts with
+ * `only` (`workerd`: the Worker, its Durable Objects and the local D1, without wrangler's own
+ * Node process). Linux /proc only; NaN elsewhere.
  */
-function gatewayCpuSeconds(): number {
+function groupCpuSeconds(only?: string): number {
   const group = server?.pid;
   if (!group || process.platform !== "linux") return Number.NaN;
   let ticks = 0;
@@ -182,9 +184,11 @@ function gatewayCpuSeconds(): number {
       if (!/^\d+$/.test(pid)) continue;
       try {
         const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+        const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
         // Fields after "(comm) ": state ppid pgrp … utime(11) stime(12).
         const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-        if (Number(f[2]) === group) ticks += Number(f[11]) + Number(f[12]);
+        if (Number(f[2]) === group && (!only || comm.startsWith(only)))
+          ticks += Number(f[11]) + Number(f[12]);
       } catch {
         // the process went away
       }
@@ -195,31 +199,8 @@ function gatewayCpuSeconds(): number {
   return ticks / 100; // USER_HZ is 100 on Linux
 }
 
-/**
- * CPU seconds used so far by the gateway's workerd process alone (the Worker, its Durable
- * Objects and the local D1 run there; wrangler's own Node process is left out).
- */
-function workerdCpuSeconds(): number {
-  const group = server?.pid;
-  if (!group || process.platform !== "linux") return Number.NaN;
-  let ticks = 0;
-  try {
-    for (const pid of readdirSync("/proc")) {
-      if (!/^\d+$/.test(pid)) continue;
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-        const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-        if (Number(f[2]) === group && comm.startsWith("workerd")) ticks += Number(f[11]) + Number(f[12]);
-      } catch {
-        // the process went away
-      }
-    }
-  } catch {
-    return Number.NaN;
-  }
-  return ticks / 100;
-}
+const gatewayCpuSeconds = () => groupCpuSeconds();
+const workerdCpuSeconds = () => groupCpuSeconds("workerd");
 
 /** Both CPU clocks at once; `per(n)` gives ms per request of each since then. */
 function cpuMeter() {

@@ -36,7 +36,10 @@ const LEASE_MS = ATTEMPT_TIMEOUT_MS + 5_000;
 
 export class DeliveryOutbox {
   private readonly inFlight = new Map<string, InFlight>();
-  /** False after an attempt failed (until one succeeds): a run then does not wait for the connector. */
+  /**
+   * False after an attempt failed or was too slow to wait for, until one succeeds: a run then
+   * does not wait for the connector at all.
+   */
   private healthy = true;
 
   static readonly DDL = `CREATE TABLE IF NOT EXISTS outbox (
@@ -139,6 +142,8 @@ export class DeliveryOutbox {
     const late = new Promise<undefined>((resolve) => {
       timer = setTimeout(() => {
         attempt.abandoned = true;
+        // Too slow to wait for: the next runs do not wait, until an attempt succeeds.
+        this.healthy = false;
         resolve(undefined);
       }, wait);
     });
@@ -160,6 +165,7 @@ export class DeliveryOutbox {
     const id = row.delivery_id;
     this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
     const attempt: InFlight = { abandoned: !waited, settled: Promise.resolve(undefined) };
+    this.inFlight.set(id, attempt);
     attempt.settled = (async () => {
       try {
         const payload = JSON.parse(row.payload) as DeliveryPayload;
@@ -181,7 +187,6 @@ export class DeliveryOutbox {
         this.onSettled();
       }
     })();
-    this.inFlight.set(id, attempt);
     return attempt;
   }
 

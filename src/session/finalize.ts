@@ -86,8 +86,8 @@ export async function finalizeRun(
   }
   if (!progress.continued) {
     await continueFlows(a, row.run_id, spec, progress, outcome);
+    // No save: the run leaves the queue below, in the same synchronous step.
     progress.continued = true;
-    save();
   }
   // Done: the run leaves the queue in one synchronous step.
   const finished: RunOutcome = { ...outcome, delivery: progress.delivery?.state ?? "pending" };

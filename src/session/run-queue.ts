@@ -195,10 +195,10 @@ export class RunQueue {
     this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(spec), pos);
   }
 
-  /** Marks the row running with its first checkpoint. */
+  /** Marks the row running with its first checkpoint (a run starting has no steps stored). */
   start(row: QueueRow, progress: RunProgress): void {
-    this.sql.exec(`UPDATE queue SET state = 'running' WHERE pos = ?`, row.pos);
-    this.saveProgress(row, progress);
+    this.storedSteps.set(row.run_id, 0);
+    this.saveProgress(row, progress, true);
   }
 
   /** The whole checkpoint of a started run, its produced messages read back from `run_steps`. */
@@ -228,7 +228,7 @@ export class RunQueue {
    * Saves the checkpoint: the steps not stored yet, one row each, and the rest of the
    * checkpoint with `produced` reduced to its length (placeholders), so a save stays small.
    */
-  saveProgress(row: QueueRow, progress: RunProgress): void {
+  saveProgress(row: QueueRow, progress: RunProgress, starting = false): void {
     const produced = progress.loop.produced;
     const stored = this.storedSteps.get(row.run_id) ?? this.countSteps(row.run_id);
     for (let i = stored; i < produced.length; i++) {
@@ -241,7 +241,13 @@ export class RunQueue {
     }
     this.storedSteps.set(row.run_id, produced.length);
     const slim = { ...progress, loop: { ...progress.loop, produced: produced.map(() => 0 as const) } };
-    this.sql.exec(`UPDATE queue SET checkpoint = ? WHERE pos = ?`, JSON.stringify(slim), row.pos);
+    this.sql.exec(
+      starting
+        ? `UPDATE queue SET state = 'running', checkpoint = ? WHERE pos = ?`
+        : `UPDATE queue SET checkpoint = ? WHERE pos = ?`,
+      JSON.stringify(slim),
+      row.pos,
+    );
   }
 
   private countSteps(runId: string): number {

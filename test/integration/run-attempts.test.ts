@@ -40,12 +40,21 @@ async function attemptsOf(key: string, runId: string) {
   );
 }
 
-/** Runs the actor's alarm as if each failed attempt's backoff had passed. */
-async function driveAttempts(key: string, times: number) {
+/**
+ * Runs the actor's alarm as if each failed attempt's backoff had passed, until `runId` has left
+ * the actor's queue (bounded: at most `limit` alarms; the actor's own alarm may run some too).
+ */
+async function driveAttempts(key: string, runId: string, limit = MAX_RUN_ATTEMPTS + 3) {
   vi.useFakeTimers({ toFake: ["Date"] });
   let now = Date.now();
   try {
-    for (let i = 0; i < times; i++) {
+    for (let i = 0; i < limit; i++) {
+      const queued = await runInDurableObject(
+        actor(key),
+        (_i, state) =>
+          state.storage.sql.exec(`SELECT 1 FROM queue WHERE run_id = ?`, runId).toArray().length > 0,
+      );
+      if (!queued) return;
       now += (RUN_RETRY_DELAYS_MS.at(-1) ?? 0) + 1_000;
       vi.setSystemTime(now);
       await runDurableObjectAlarm(actor(key));
@@ -76,7 +85,9 @@ describe("a tool that always throws", () => {
 });
 
 describe("a run whose checkpoint can no longer be read", () => {
-  it(`ends error after ${MAX_RUN_ATTEMPTS} attempts with its cause, and the next message runs`, async () => {
+  it(`ends error after ${MAX_RUN_ATTEMPTS} attempts with its cause, and the next message runs`, {
+    timeout: 20_000,
+  }, async () => {
     const model = hangingModel();
     const id = `bad-checkpoint-${crypto.randomUUID().slice(0, 6)}`;
     const key = group(id);
@@ -98,7 +109,7 @@ describe("a run whose checkpoint can no longer be read", () => {
     const delivered = scriptedWorld(() => ({ text: "unused" })).delivered;
 
     // Attempt 1 was the one the abort cut short; each next one fails to read the checkpoint.
-    await driveAttempts(key, MAX_RUN_ATTEMPTS);
+    await driveAttempts(key, stuck);
     const done = await waitRun(stuck);
     expect(done.status).toBe("error");
     expect(done.error).toMatch(new RegExp(`^run failed after ${MAX_RUN_ATTEMPTS} attempts: SyntaxError`));
@@ -113,7 +124,9 @@ describe("a run whose checkpoint can no longer be read", () => {
 });
 
 describe("a run whose process stops during every execution", () => {
-  it(`ends error after ${MAX_RUN_STARTS} starts, while fewer interruptions only resume it`, async () => {
+  it(`ends error after ${MAX_RUN_STARTS} starts, while fewer interruptions only resume it`, {
+    timeout: 20_000,
+  }, async () => {
     const model = hangingModel();
     const id = `interrupted-${crypto.randomUUID().slice(0, 6)}`;
     const key = group(id);
@@ -140,7 +153,9 @@ describe("a run whose process stops during every execution", () => {
 });
 
 describe("a run whose D1 writes always fail", () => {
-  it("ends error with the storage error as its cause, and the next message runs", async () => {
+  it("ends error with the storage error as its cause, and the next message runs", {
+    timeout: 20_000,
+  }, async () => {
     const id = `bad-write-${crypto.randomUUID().slice(0, 6)}`;
     const key = group(id);
     const warm = await say(id, "warm up");
@@ -183,7 +198,7 @@ describe("a run whose D1 writes always fail", () => {
       .runId;
     const next = await say(id, "after the doomed one");
     await eventually(async () => ((await attemptsOf(key, stuck))?.attempts ?? 0) >= 1);
-    await driveAttempts(key, MAX_RUN_ATTEMPTS);
+    await driveAttempts(key, stuck);
 
     const done = await waitRun(stuck);
     expect(done.status).toBe("error");

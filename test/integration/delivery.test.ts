@@ -1,4 +1,5 @@
-import { describe, expect, it, vi } from "vitest";
+import { describe, expect, it } from "vitest";
+import { hangingFetch } from "./rpc-support";
 import { dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 
 interface Delivery {
@@ -65,18 +66,8 @@ describe("delivery outbox", () => {
 
 describe("a connector that accepts connections and never answers", () => {
   it("does not delay the session's runs: every message is answered while the replies wait", async () => {
-    const real = globalThis.fetch;
-    let posts = 0;
-    const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
-      const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
-      if (!url.startsWith("https://connector.test/")) return real(input, init);
-      posts++;
-      // Hangs until the gateway gives up on the attempt (its own timeout).
-      const signal = init?.signal;
-      return new Promise<Response>((_, reject) => {
-        signal?.addEventListener("abort", () => reject(signal.reason));
-      });
-    });
+    // Every POST hangs until the gateway gives up on the attempt (its own timeout).
+    const connector = hangingFetch("https://connector.test/");
     try {
       const runs: string[] = [];
       for (let i = 0; i < 5; i++) {
@@ -91,13 +82,13 @@ describe("a connector that accepts connections and never answers", () => {
         expect(done.status, `message ${i}`).toBe("ok");
         runs.push(ack.runId);
       }
-      expect(posts).toBeGreaterThanOrEqual(1);
+      expect(connector.calls()).toBeGreaterThanOrEqual(1);
       for (const runId of runs) {
         const d = await eventually(async () => deliveryOf(runId));
         expect(["pending", "retrying"]).toContain(d.status);
       }
     } finally {
-      spy.mockRestore();
+      connector.restore();
     }
   });
 });

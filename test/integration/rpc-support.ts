@@ -162,15 +162,15 @@ export const SLOW_MODEL_CONFIG = {
 };
 
 /**
- * A model endpoint that never answers: requests to https://model.test/* hang until their
- * signal aborts. `calls()` counts the requests it has received.
+ * An endpoint that never answers: requests to URLs under `prefix` hang until their signal
+ * aborts (the caller's own timeout). `calls()` counts the requests it has received.
  */
-export function hangingModel() {
+export function hangingFetch(prefix: string) {
   const real = globalThis.fetch;
   let calls = 0;
   const spy = vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
     const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
-    if (!url.startsWith("https://model.test/")) return real(input, init);
+    if (!url.startsWith(prefix)) return real(input, init);
     calls++;
     const signal = init?.signal ?? (input instanceof Request ? input.signal : undefined);
     return new Promise<Response>((_resolve, reject) => {
@@ -179,4 +179,9 @@ export function hangingModel() {
     });
   });
   return { calls: () => calls, restore: () => spy.mockRestore() };
+}
+
+/** A model endpoint that never answers (https://model.test/*, see hangingFetch). */
+export function hangingModel() {
+  return hangingFetch("https://model.test/");
 }

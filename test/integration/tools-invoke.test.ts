@@ -51,6 +51,19 @@ function registered(name: string) {
 let n = 0;
 const agentId = () => `inv${++n}-${Date.now().toString(36)}`;
 
+/** A fresh agent with a target session, sessions_send/sessions_spawn allowed over HTTP. */
+async function sendWorld() {
+  const a = agentId();
+  const target = `agent:${a}:target`;
+  await seedSessions([sessionRow({ key: target, agentId: a })]);
+  const config = {
+    agents: { list: [{ id: a }] },
+    tools: { sessions: { visibility: "agent" as const } },
+    gateway: { tools: { allow: ["sessions_send", "sessions_spawn"] } },
+  };
+  return { a, target, config };
+}
+
 afterEach(() => {
   vi.restoreAllMocks();
 });
@@ -299,14 +312,7 @@ describe("POST /tools/invoke", () => {
 
   describe("idempotency keys are scoped to the acting session (SPEC §5)", () => {
     async function world() {
-      const a = agentId();
-      const target = `agent:${a}:target`;
-      await seedSessions([sessionRow({ key: target, agentId: a })]);
-      const config = {
-        agents: { list: [{ id: a }] },
-        tools: { sessions: { visibility: "agent" as const } },
-        gateway: { tools: { allow: ["sessions_send", "sessions_spawn"] } },
-      };
+      const { a, target, config } = await sendWorld();
       const as = (sessionKey: string, tool: string, args: Record<string, unknown>, idempotencyKey: string) =>
         post(config, { tool, agentId: a, sessionKey, args, idempotencyKey });
       return { a, target, as };
@@ -354,14 +360,7 @@ describe("POST /tools/invoke", () => {
   describe("sessions_send messages and sessions_spawn tasks have a maximum length", () => {
     const MAX = 32_000;
     async function world() {
-      const a = agentId();
-      const target = `agent:${a}:target`;
-      await seedSessions([sessionRow({ key: target, agentId: a })]);
-      const config = {
-        agents: { list: [{ id: a }] },
-        tools: { sessions: { visibility: "agent" as const } },
-        gateway: { tools: { allow: ["sessions_send", "sessions_spawn"] } },
-      };
+      const { a, target, config } = await sendWorld();
       return {
         a,
         target,

@@ -9,7 +9,7 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
 import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -51,6 +51,13 @@ export interface LocalServer {
   /** Everything wrangler printed so far (when output is not inherited). */
   output(): string;
   stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Listens on a free port of 127.0.0.1 and returns it (the fakes of the tests, soak and bench). */
+export async function listenOnLoopback(server: Server): Promise<number> {
+  server.listen(0, "127.0.0.1");
+  await once(server, "listening");
+  return (server.address() as { port: number }).port;
 }
 
 export async function freePort(): Promise<number> {

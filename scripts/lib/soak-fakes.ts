@@ -8,10 +8,11 @@
  *   `sessions_send` or `sessions_spawn` gets that tool call, every other turn a short text.
  * Faults are drawn from a seeded generator and can be switched off for the final drain.
  */
+
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnLoopback } from "./local-server.ts";
 import type { Prng } from "./prng.ts";
 
 const SIGNATURE_HEADER = "x-switchboard-signature";
@@ -20,12 +21,6 @@ async function readBody(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
   return Buffer.concat(chunks).toString("utf8");
-}
-
-async function listen(server: Server): Promise<number> {
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  return (server.address() as AddressInfo).port;
 }
 
 async function close(server: Server): Promise<void> {
@@ -137,7 +132,7 @@ export async function startFaultyConnector(
     });
   });
   server.keepAliveTimeout = 30_000;
-  c.url = `http://127.0.0.1:${await listen(server)}/deliver`;
+  c.url = `http://127.0.0.1:${await listenOnLoopback(server)}/deliver`;
   return c;
 }
 
@@ -302,6 +297,6 @@ export async function startFaultyModel(prng: Prng, faults: ModelFaults): Promise
     });
   });
   server.keepAliveTimeout = 30_000;
-  m.baseUrl = `http://127.0.0.1:${await listen(server)}/v1`;
+  m.baseUrl = `http://127.0.0.1:${await listenOnLoopback(server)}/v1`;
   return m;
 }

@@ -9,10 +9,11 @@
  *
  * One gateway for the file; the restart tests replace it, so they run last.
  */
+
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { listenOnLoopback } from "../../scripts/lib/local-server.ts";
 import { type FakeConnector, startFakeConnector } from "./support/fake-connector.ts";
 import {
   CONNECTOR_SECRET,
@@ -162,9 +163,7 @@ async function startDecidingModel(): Promise<DecidingModel> {
       res.end(JSON.stringify({ error: { message: `deciding model failed: ${String(error)}` } }));
     });
   });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,

@@ -9,9 +9,10 @@
  * `tool_use` starts with the signed thinking block this server sent (the real API answers 400
  * otherwise). Every request is recorded for assertions.
  */
+
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
 
 export type AnthropicStep =
   | { text: string; thinking?: string; usage?: { input: number; output: number } }
@@ -177,9 +178,7 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       if (!res.headersSent) send(res, 500, error("api_error", `fake anthropic failed: ${String(err)}`));
     });
   });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,

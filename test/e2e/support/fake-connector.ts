@@ -4,10 +4,10 @@
  * answered 200 and recorded in `deliveries`, while "down" every attempt is answered 503.
  * Duplicates are recorded too (never dropped), so tests can prove there were none.
  */
+import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
 import "./workers-crypto.ts";
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { SIGNATURE_HEADER, verifySignature } from "../../../src/auth/signature.ts";
 
 /** The delivery body the gateway sends (SPEC §14). */
@@ -107,9 +107,7 @@ export async function startFakeConnector(secret: string): Promise<FakeConnector>
       res.end(String(error));
     });
   });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
 
   return {
     url: `http://127.0.0.1:${port}/deliver`,

@@ -9,9 +9,10 @@
  * assertions. It also serves the `openai` api (`@ai-sdk/openai`'s Chat Completions), which sends
  * the system prompt of reasoning models as a `developer` message.
  */
+
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
+import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
 
 export interface Usage {
   prompt: number;
@@ -224,9 +225,7 @@ export async function startFakeModel(): Promise<FakeModel> {
       res.end(JSON.stringify({ error: { message: `fake model failed: ${String(error)}` } }));
     });
   });
-  server.listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
+  const port = await listenOnLoopback(server);
 
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,

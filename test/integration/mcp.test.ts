@@ -260,6 +260,26 @@ describe("POST /mcp", () => {
       expect(body.result.serverInfo.name).toBe("switchboard");
     });
 
+    it("answers tools/list and tools/call without an initialize first, as the README's curl does", async () => {
+      const version = { "mcp-protocol-version": "2025-06-18" };
+      const list = await rawPost({ jsonrpc: "2.0", id: 2, method: "tools/list" }, version);
+      expect(list.status).toBe(200);
+      const listed = (await list.json()) as { result: { tools: Array<{ name: string }> } };
+      expect(listed.result.tools.map((t) => t.name)).toContain("sessions_list");
+      const call = await rawPost(
+        {
+          jsonrpc: "2.0",
+          id: 3,
+          method: "tools/call",
+          params: { name: "sessions_list", arguments: { limit: 10 } },
+        },
+        version,
+      );
+      const called = (await call.json()) as { result: CallToolResult };
+      expect(called.result.isError).toBeFalsy();
+      expect(called.result.structuredContent).toMatchObject({ sessions: expect.any(Array) });
+    });
+
     it("refuses a missing or wrong bearer token with 401, and the client fails to connect", async () => {
       const missing = await rawPost(INITIALIZE, { authorization: "" });
       expect(missing.status).toBe(401);

@@ -70,6 +70,8 @@ async function actingSessionOf(
     return await resolveActingSession(env, loadConfig(env), { sessionKey, agentId });
   } catch (error) {
     if (error instanceof ToolAccessError) throw new ApiError("INVALID_REQUEST", error.message);
+    // Past the operator token: the caller may see what is wrong with the config.
+    if (error instanceof ConfigError) throw new ApiError("INTERNAL", error.message);
     throw error;
   }
 }

@@ -307,6 +307,27 @@ describe("POST /mcp", () => {
       expect(((await res.json()) as { error: { message: string } }).error.message).toContain("GATEWAY_TOKEN");
     });
 
+    it("shows an invalid config's messages to the operator, as /tools/invoke does", async () => {
+      vi.spyOn(console, "error").mockImplementation(() => {});
+      const res = await app.fetch(
+        new Request(MCP_URL, {
+          method: "POST",
+          headers: {
+            authorization: `Bearer ${TOKEN}`,
+            "content-type": "application/json",
+            accept: "application/json, text/event-stream",
+          },
+          body: JSON.stringify(INITIALIZE),
+        }),
+        { ...env, SWITCHBOARD_CONFIG: '{"session":{"dmScope":"sideways"}}' },
+        createExecutionContext(),
+      );
+      expect(res.status).toBe(500);
+      const body = (await res.json()) as { error: { code: string; message: string } };
+      expect(body.error.code).toBe("INTERNAL");
+      expect(body.error.message).toContain("config.session.dmScope");
+    });
+
     it("refuses a bad acting session with 400 naming it, as /tools/invoke does", async () => {
       const bad = await rawPost(INITIALIZE, { "x-switchboard-session-key": "a::b" });
       expect(bad.status).toBe(400);

@@ -8,6 +8,7 @@ import { bodyLimit } from "hono/body-limit";
 import { ConfigError, loadConfig } from "../config/load";
 import { hooks } from "../routes/hooks";
 import { inbound } from "../routes/inbound";
+import { mcp } from "../routes/mcp";
 import { rpc } from "../routes/rpc";
 import { toolsInvoke } from "../routes/tools-invoke";
 import { transcripts } from "../routes/transcripts";
@@ -32,10 +33,12 @@ export const app = new Hono<{ Bindings: Env }>()
   .use("/hooks/*", limitBody)
   .use("/rpc/*", limitBody)
   .use("/tools/*", limitBody)
+  .use("/mcp", limitBody)
   .route("/hooks/inbound", inbound)
   .route("/hooks", hooks)
   .route("/rpc", rpc)
   .route("/tools", toolsInvoke)
+  .route("/mcp", mcp)
   .route("/v1/transcripts", transcripts);
 
 // Known paths with the wrong method: 405 naming the method to use, instead of a bare 404.
@@ -43,6 +46,7 @@ const ALLOWED: Array<[RegExp, string]> = [
   [/^\/healthz$/, "GET"],
   [/^\/rpc\/[^/]+$/, "POST"],
   [/^\/tools\/invoke$/, "POST"],
+  [/^\/mcp$/, "POST"],
   [/^\/hooks\/inbound\/[^/]+$/, "POST"],
   [/^\/hooks\/(agent|wake)$/, "POST"],
   [/^\/v1\/transcripts\/[^/]+$/, "GET"],

@@ -4,25 +4,17 @@
  * and routes; it never runs an agent turn itself.
  */
 import { Hono } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { ConfigError, loadConfig } from "../config/load";
 import { hooks } from "../routes/hooks";
 import { inbound } from "../routes/inbound";
 import { mcp } from "../routes/mcp";
+import { openai } from "../routes/openai";
 import { rpc } from "../routes/rpc";
 import { toolsInvoke } from "../routes/tools-invoke";
 import { transcripts } from "../routes/transcripts";
 import { VERSION } from "../version";
+import { limitBody } from "./body-limit";
 import { ApiError, errorBody, INVALID_CONFIG_MESSAGE } from "./errors";
-
-export const MAX_BODY_BYTES = 1024 * 1024;
-
-const limitBody = bodyLimit({
-  maxSize: MAX_BODY_BYTES,
-  onError: () => {
-    throw new ApiError("PAYLOAD_TOO_LARGE", `request body is larger than ${MAX_BODY_BYTES} bytes (1 MB)`);
-  },
-});
 
 export const app = new Hono<{ Bindings: Env }>()
   .get("/healthz", (c) => {
@@ -39,7 +31,10 @@ export const app = new Hono<{ Bindings: Env }>()
   .route("/rpc", rpc)
   .route("/tools", toolsInvoke)
   .route("/mcp", mcp)
-  .route("/v1/transcripts", transcripts);
+  .route("/v1/transcripts", transcripts)
+  // The OpenAI-compatible API (chat/completions, models); it applies the body limit itself,
+  // so a too-large body is answered in OpenAI's error shape.
+  .route("/v1", openai);
 
 // Known paths with the wrong method: 405 naming the method to use, instead of a bare 404.
 const ALLOWED: Array<[RegExp, string]> = [
@@ -50,6 +45,8 @@ const ALLOWED: Array<[RegExp, string]> = [
   [/^\/hooks\/inbound\/[^/]+$/, "POST"],
   [/^\/hooks\/(agent|wake)$/, "POST"],
   [/^\/v1\/transcripts\/[^/]+$/, "GET"],
+  [/^\/v1\/chat\/completions$/, "POST"],
+  [/^\/v1\/models(\/.+)?$/, "GET"],
 ];
 
 app.notFound((c) => {

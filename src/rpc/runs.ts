@@ -19,7 +19,7 @@ import { defaultAgentId } from "../keys/agent-binding";
 import { agentMainKey, chatTypeOfKey, isReservedKey, normalizeAgentId } from "../keys/session-key";
 import { evaluateSendPolicy } from "../policy/send-policy";
 import { entryInitOf, initFromKey } from "../runs/entry-init";
-import { type EnqueueRequest, TERMINAL, type WaitResult } from "../runs/types";
+import { type EnqueueRequest, type EntryInit, TERMINAL, type WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";
 import { decodeCursor, encodeCursor } from "../views/session";
 import { clampInt } from "../views/session-page";
@@ -33,17 +33,36 @@ import {
   withoutNulls,
 } from "./method";
 
-async function enqueueOperatorRun(
+/** An operator's message to a session, as the RPC and the OpenAI-compatible API send it. */
+export interface OperatorMessage {
+  deliver: boolean;
+  idempotencyKey?: string;
+  timeoutSeconds?: number;
+  /** The session's row, when the caller has read it already. */
+  existing?: SessionRow;
+  /** The entry a session this message creates gets (default: derived from its key). */
+  init?: EntryInit;
+  /** The surface sending it: scopes idempotency keys and marks the message's provenance. */
+  surface?: "rpc" | "openai";
+}
+
+/**
+ * Queues an operator's message as an ordinary run of the session `key` (trigger `rpc`), under
+ * send policy when it is to be delivered. An idempotency key already used on the same surface
+ * returns that earlier run instead.
+ */
+export async function enqueueOperatorRun(
   ctx: RpcContext,
   key: string,
   message: string,
-  opts: { deliver: boolean; idempotencyKey?: string; timeoutSeconds?: number; existing?: SessionRow },
+  opts: OperatorMessage,
 ) {
   const { env, config } = ctx;
-  // Keys are scoped to the caller (SPEC §5): the operator RPC is one caller, stored as
-  // `rpc:<key>` next to the hooks' `hook:<key>` and `wake:<key>`, so no other surface's key
-  // can name an operator run, nor an operator key another surface's run.
-  const scopedKey = opts.idempotencyKey ? `rpc:${opts.idempotencyKey}` : undefined;
+  const surface = opts.surface ?? "rpc";
+  // Keys are scoped to the caller (SPEC §5): each operator surface is one caller, stored as
+  // `rpc:<key>` / `openai:<key>` next to the hooks' `hook:<key>` and `wake:<key>`, so no other
+  // surface's key can name an operator run, nor an operator key another surface's run.
+  const scopedKey = opts.idempotencyKey ? `${surface}:${opts.idempotencyKey}` : undefined;
   if (scopedKey) {
     const prior = await getRunByIdempotencyKey(env, scopedKey);
     if (prior)
@@ -70,13 +89,13 @@ async function enqueueOperatorRun(
     if (verdict === "deny") throw new ApiError("FORBIDDEN", "send blocked by session policy");
   }
   const runId = scopedKey ? await stableUuid(scopedKey) : crypto.randomUUID();
-  const init = entry ? entryInitOf(entry) : initFromKey(key, config);
+  const init = entry ? entryInitOf(entry) : (opts.init ?? initFromKey(key, config));
   const req: EnqueueRequest = {
     sessionKey: key,
     runId,
     trigger: "rpc",
     inputs: [
-      { text: message, provenance: { kind: "external_user", sourceTool: "rpc" }, timestamp: Date.now() },
+      { text: message, provenance: { kind: "external_user", sourceTool: surface }, timestamp: Date.now() },
     ],
     deliver: opts.deliver,
     init,
@@ -88,6 +107,31 @@ async function enqueueOperatorRun(
   const result = await actorFor(env, key).enqueue(req);
   if (!result.ok) throw actorError(result);
   return { runId: result.runId, sessionKey: key, sessionId: result.sessionId, status: "queued" as const };
+}
+
+/**
+ * Waits server-side for a run to end (at most `timeoutMs`): an ended run answers from its D1
+ * row, a queued or running one from its session's actor. Status `timeout` means the wait ended
+ * first (`runStatus` says where the run is). Includes the reply when there is one.
+ */
+export async function waitForOperatorRun(env: Env, runId: string, timeoutMs: number): Promise<WaitResult> {
+  const run = await getRun(env, runId);
+  if (!run) throw new ApiError("NOT_FOUND", `run not found: ${runId}`);
+  if (TERMINAL.has(run.status)) {
+    const r: WaitResult = {
+      runId: run.runId,
+      status: run.status === "timeout" ? "timeout" : (run.status as WaitResult["status"]),
+      runStatus: run.status as WaitResult["runStatus"],
+    };
+    if (run.startedAt) r.startedAt = run.startedAt;
+    if (run.endedAt) r.endedAt = run.endedAt;
+    if (run.error) r.error = run.error;
+    if (run.reply !== null) r.reply = run.reply;
+    return r;
+  }
+  const result = await actorFor(env, run.sessionKey).waitForRun(run.sessionKey, run.runId, timeoutMs);
+  if ("ok" in result) throw actorError(result);
+  return result;
 }
 
 export const RUN_METHODS: Record<string, Method> = {
@@ -147,26 +191,11 @@ export const RUN_METHODS: Record<string, Method> = {
   "agent.wait": method(
     z.strictObject({ runId: Key, timeoutMs: z.number().int().min(0).max(600_000).optional() }),
     async (p, { env }): Promise<WaitResult> => {
-      const run = await getRun(env, p.runId);
-      if (!run) throw new ApiError("NOT_FOUND", `run not found: ${p.runId}`);
-      if (TERMINAL.has(run.status)) {
-        const r: WaitResult = {
-          runId: run.runId,
-          status: run.status === "timeout" ? "timeout" : (run.status as WaitResult["status"]),
-          runStatus: run.status as WaitResult["runStatus"],
-        };
-        if (run.startedAt) r.startedAt = run.startedAt;
-        if (run.endedAt) r.endedAt = run.endedAt;
-        if (run.error) r.error = run.error;
-        return r;
-      }
-      const result = await actorFor(env, run.sessionKey).waitForRun(
-        run.sessionKey,
-        run.runId,
-        p.timeoutMs ?? 30_000,
-      );
-      if ("ok" in result) throw actorError(result);
-      const { reply: _reply, delivery: _delivery, ...rest } = result;
+      const {
+        reply: _reply,
+        delivery: _delivery,
+        ...rest
+      } = await waitForOperatorRun(env, p.runId, p.timeoutMs ?? 30_000);
       return rest;
     },
   ),

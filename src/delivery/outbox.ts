@@ -98,6 +98,20 @@ export class DeliveryOutbox {
     );
   }
 
+  /**
+   * Queues a delivery again for a fresh round of attempts (an operator's retry of a dead one).
+   * False when it is still owed (its row is here, or an attempt is in flight): nothing changes.
+   */
+  requeue(payload: DeliveryPayload): boolean {
+    if (this.inFlight.has(payload.deliveryId)) return false;
+    const owed = this.sql
+      .exec(`SELECT 1 FROM outbox WHERE delivery_id = ?`, payload.deliveryId)
+      .toArray().length;
+    if (owed) return false;
+    this.add(payload);
+    return true;
+  }
+
   /** When the next attempt is due, if any delivery is owed (an attempt in flight holds a lease). */
   nextDue(): number | undefined {
     const next = this.sql.exec<{ n: number | null }>(`SELECT MIN(next_at) AS n FROM outbox`).toArray()[0]?.n;
@@ -240,6 +254,32 @@ export interface AttemptState {
   nextAttemptAt: number | null;
   lastError: string | null;
   deliveredAt?: number;
+}
+
+/** The payload a stored `deliveries` row was made from (to attempt it again). */
+export function payloadOfRow(row: {
+  deliveryId: string;
+  kind: string;
+  sessionKey: string;
+  channel: string;
+  accountId: string;
+  to: string;
+  text: string;
+  threadId: string | null;
+  replyToMessageId: string | null;
+}): DeliveryPayload {
+  const payload: DeliveryPayload = {
+    deliveryId: row.deliveryId,
+    kind: row.kind as DeliveryKind,
+    sessionKey: row.sessionKey,
+    channel: row.channel,
+    accountId: row.accountId,
+    to: row.to,
+    text: row.text,
+  };
+  if (row.threadId) payload.threadId = row.threadId;
+  if (row.replyToMessageId) payload.replyToMessageId = row.replyToMessageId;
+  return payload;
 }
 
 /** The D1 `deliveries` row of a new delivery. */

@@ -11,6 +11,8 @@
  *   cron, rpc                                scheduled maintenance, operator methods (rpc may read cron)
  *   routes, http, auth/bearer                the HTTP surface
  * auth/signature.ts (HMAC signatures, stable ids, constant-time compare) is pure and usable by all.
+ * The CLI (cli/, bin/) is a Node program that speaks to a gateway over HTTP: it imports nothing
+ * from src/, and src/ nothing from it.
  */
 const layer = (name, forbidden) => ({
   name: `${name}-layer`,
@@ -29,7 +31,7 @@ module.exports = {
       name: "no-circular",
       severity: "error",
       comment: "Import cycles hide which module owns what.",
-      from: { path: "^src/" },
+      from: { path: "^(src|cli)/" },
       to: { circular: true },
     },
     layer("transcript", ["keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
@@ -47,6 +49,20 @@ module.exports = {
     layer("session", ["rpc", "cron", "routes", "http"]),
     layer("rpc", ["tools", "routes", "http/app"]),
     layer("cron", ["tools", "rpc", "routes", "http"]),
+    {
+      name: "cli-over-http",
+      severity: "error",
+      comment: "The CLI reaches the gateway over HTTP only; it never imports Worker code.",
+      from: { path: "^(cli|bin)/" },
+      to: { path: "^src/" },
+    },
+    {
+      name: "worker-without-cli",
+      severity: "error",
+      comment: "Worker code never depends on the CLI.",
+      from: { path: "^src/" },
+      to: { path: "^(cli|bin)/" },
+    },
   ],
   options: {
     doNotFollow: { path: "node_modules" },

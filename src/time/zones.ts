@@ -1,6 +1,7 @@
 /**
  * Time zones without host local time (Workers have none): the offset of an IANA zone at an
- * instant, and an instant's local calendar fields. Pure; one Intl formatter per zone is cached.
+ * instant, and an instant's local calendar fields. Pure; one Intl formatter per zone and the
+ * offsets of hours without a transition are cached.
  */
 
 /** One formatter per time zone: constructing an Intl.DateTimeFormat costs far more than using one. */
@@ -27,8 +28,8 @@ function formatter(timeZone: string): Intl.DateTimeFormat {
   return f;
 }
 
-/** How far `timeZone` is ahead of UTC at `utcMs`, in milliseconds (whole seconds). */
-export function offsetMs(utcMs: number, timeZone: string): number {
+/** The offset at an instant, asked of Intl (the expensive part: a formatToParts call). */
+function formattedOffsetMs(utcMs: number, timeZone: string): number {
   const parts = formatter(timeZone).formatToParts(new Date(utcMs));
   const get = (type: string) => Number(parts.find((p) => p.type === type)?.value ?? 0);
   const asUtc = Date.UTC(
@@ -40,6 +41,30 @@ export function offsetMs(utcMs: number, timeZone: string): number {
     get("second"),
   );
   return asUtc - Math.floor(utcMs / 1000) * 1000;
+}
+
+const HOUR_MS = 3_600_000;
+/** Offsets of whole UTC hours with no transition inside them, by zone and hour. */
+const hourOffsets = new Map<string, number>();
+const MAX_HOUR_OFFSETS = 4096;
+
+/**
+ * How far `timeZone` is ahead of UTC at `utcMs`, in milliseconds (whole seconds). An hour
+ * whose first and last second have the same offset has no transition inside it (a zone never
+ * changes its offset twice within an hour), so its offset is kept and reused for any instant
+ * in it; an hour with a transition is asked of Intl each time.
+ */
+export function offsetMs(utcMs: number, timeZone: string): number {
+  const hour = Math.floor(utcMs / HOUR_MS);
+  const key = `${timeZone}|${hour}`;
+  const known = hourOffsets.get(key);
+  if (known !== undefined) return known;
+  const start = formattedOffsetMs(hour * HOUR_MS, timeZone);
+  const end = formattedOffsetMs(hour * HOUR_MS + HOUR_MS - 1000, timeZone);
+  if (start !== end) return formattedOffsetMs(utcMs, timeZone);
+  if (hourOffsets.size >= MAX_HOUR_OFFSETS) hourOffsets.clear();
+  hourOffsets.set(key, start);
+  return start;
 }
 
 /** The local calendar fields of an instant in `timeZone` (month 1-12). */

@@ -101,12 +101,14 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   if (req.userInteraction) entry.lastInteractionAt = now;
   entry.expiresAt = entryExpiry(entry, config);
 
-  const tail = a.queue.newestWaiting();
+  const queued = a.queue.summary();
+  const tail = queued.newestWaiting;
   const collectInto =
     config.session.queue.mode === "collect" && !greeting && !resetHappened && tail ? specOf(tail) : undefined;
 
   // Nothing running or waiting: this run is next, so its start is written with the enqueue.
-  const idle = !a.live.current && a.queue.isEmpty();
+  const idle = !a.live.current && queued.total === 0;
+  let stored: { json: string; run: QueuedRun } | undefined;
   let runId = req.runId;
   if (
     collectInto &&
@@ -123,12 +125,12 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     runId = tail.run_id;
   } else {
     const cap = config.session.queue.cap;
-    if (a.queue.waitingCount() >= cap) {
+    if (queued.waiting >= cap) {
       return { ok: false, code: "RATE_LIMITED", message: `session queue is full (cap ${cap})` };
     }
-    const queued: QueuedRun = { req: { ...req, inputs }, sessionId: entry.sessionId };
-    if (greeting) queued.greeting = true;
-    a.queue.insert(runId, queued, now);
+    const run: QueuedRun = { req: { ...req, inputs }, sessionId: entry.sessionId };
+    if (greeting) run.greeting = true;
+    stored = { json: a.queue.insert(runId, run, now), run };
     // Something is running or about to (the alarm starts the head at once; a prestarted
     // head is already recorded as running).
     entry.runStatus = "running";
@@ -145,7 +147,7 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   // still executes (it repeats these idempotent writes when it starts).
   await alarmSet;
   await writeThrough(a, entry, runId, req, now, prestart && inputs);
-  if (prestart) markPrestarted(a, runId, entry.sessionId, inputs.length, prestart);
+  if (prestart && stored) markPrestarted(a, runId, entry.sessionId, stored, prestart);
   return waitingOn.length ? { ...result, waitingOn } : result;
 }
 
@@ -178,20 +180,15 @@ async function writeThrough(
 
 /**
  * Records that the enqueue batch stored the run's start, unless the run has started or taken
- * more inputs (collect mode) while the batch was in flight.
+ * more inputs (collect mode) while the batch was in flight: one conditional write.
  */
 function markPrestarted(
   a: ActorContext,
   runId: string,
   sessionId: string,
-  inputCount: number,
+  stored: { json: string; run: QueuedRun },
   prestart: NonNullable<QueuedRun["prestarted"]>,
 ): void {
-  const row = a.queue.notStarted(runId);
-  if (!row) return;
-  const spec = specOf(row);
-  if (spec.req.inputs.length !== inputCount) return;
-  spec.prestarted = prestart;
-  a.queue.updateSpec(row.pos, spec);
-  a.store.markHistory(sessionId);
+  const spec = { ...stored.run, prestarted: prestart };
+  if (a.queue.replaceSpecIfUnchanged(runId, stored.json, spec)) a.store.markHistory(sessionId);
 }

@@ -150,9 +150,24 @@ export class RunQueue {
     return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos`).toArray();
   }
 
-  /** Whether any run is queued or running (without reading run specs). */
-  isEmpty(): boolean {
-    return this.sql.exec(`SELECT 1 FROM queue LIMIT 1`).toArray().length === 0;
+  /**
+   * What admission needs in one read: how many runs the queue holds, how many of them wait,
+   * and the newest waiting run (collect mode merges into it).
+   */
+  summary(): { total: number; waiting: number; newestWaiting: QueueRow | undefined } {
+    const rows = this.sql
+      .exec<QueueRow & { total: number; waiting: number }>(
+        `SELECT q.*, (SELECT COUNT(*) FROM queue) AS total,
+           (SELECT COUNT(*) FROM queue WHERE state = 'queued') AS waiting
+         FROM (SELECT 1) LEFT JOIN (
+           SELECT * FROM queue WHERE state = 'queued' ORDER BY pos DESC LIMIT 1) q`,
+      )
+      .toArray();
+    const first = rows[0];
+    if (!first) return { total: 0, waiting: 0, newestWaiting: undefined };
+    const { total, waiting, ...row } = first;
+    // The LEFT JOIN gives null columns when nothing waits.
+    return { total, waiting, newestWaiting: row.pos === null ? undefined : (row as QueueRow) };
   }
 
   head(): QueueRow | undefined {
@@ -168,31 +183,35 @@ export class RunQueue {
     return this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM queue WHERE state = 'queued'`).one().n;
   }
 
-  /** The newest waiting run (collect mode merges into it). */
-  newestWaiting(): QueueRow | undefined {
-    return this.sql
-      .exec<QueueRow>(`SELECT * FROM queue WHERE state = 'queued' ORDER BY pos DESC LIMIT 1`)
-      .toArray()[0];
-  }
-
-  /** A run that has not started yet (no checkpoint). */
-  notStarted(runId: string): QueueRow | undefined {
-    return this.sql
-      .exec<QueueRow>(`SELECT * FROM queue WHERE run_id = ? AND checkpoint IS NULL`, runId)
-      .toArray()[0];
-  }
-
-  insert(runId: string, spec: QueuedRun, now: number): void {
+  /** Adds a run at the tail; returns its stored spec. */
+  insert(runId: string, spec: QueuedRun, now: number): string {
+    const json = JSON.stringify(spec);
     this.sql.exec(
       `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?)`,
       runId,
-      JSON.stringify(spec),
+      json,
       now,
     );
+    return json;
   }
 
   updateSpec(pos: number, spec: QueuedRun): void {
     this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(spec), pos);
+  }
+
+  /**
+   * Replaces a run's spec only while the run has not started and its spec is still `expected`
+   * (it took no more inputs meanwhile); whether it did.
+   */
+  replaceSpecIfUnchanged(runId: string, expected: string, spec: QueuedRun): boolean {
+    return (
+      this.sql.exec(
+        `UPDATE queue SET spec = ? WHERE run_id = ? AND checkpoint IS NULL AND spec = ?`,
+        JSON.stringify(spec),
+        runId,
+        expected,
+      ).rowsWritten > 0
+    );
   }
 
   /** Marks the row running with its first checkpoint (a run starting has no steps stored). */

@@ -68,6 +68,8 @@ export class SessionActor extends DurableObject<Env> {
   private readonly live: LiveRun = { waitingOn: new Map() };
   private readonly parts: ActorContext;
   private woken = false;
+  /** The alarm this instance set and has not seen fire: a time, none (null), or unknown. */
+  private alarmAt: number | null | undefined;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -142,13 +144,26 @@ export class SessionActor extends DurableObject<Env> {
     });
   }
 
+  /**
+   * Sets the alarm for the earliest due work (the queue's head, the outbox's next attempt), or
+   * clears it. The alarm this instance last set is remembered until it fires, so an alarm
+   * already due no later than needed is not set again (an early alarm finds nothing due and
+   * sets the next one).
+   */
   private async scheduleAlarm(): Promise<void> {
     const now = Date.now();
     const run = this.queue.headDueAt(now);
     const delivery = this.outbox.nextDue();
     const next = run === undefined ? delivery : delivery === undefined ? run : Math.min(run, delivery);
-    if (next !== undefined) return this.ctx.storage.setAlarm(Math.max(now, next));
-    return this.ctx.storage.deleteAlarm();
+    if (next === undefined) {
+      if (this.alarmAt === null) return;
+      this.alarmAt = null;
+      return this.ctx.storage.deleteAlarm();
+    }
+    const at = Math.max(now, next);
+    if (typeof this.alarmAt === "number" && this.alarmAt <= at) return;
+    this.alarmAt = at;
+    return this.ctx.storage.setAlarm(at);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -301,6 +316,8 @@ export class SessionActor extends DurableObject<Env> {
   // Alarm: one run per invocation, plus due deliveries.
 
   override async alarm(): Promise<void> {
+    // The alarm that fired is gone; whatever this invocation needs next is set again.
+    this.alarmAt = undefined;
     if (!this.store.kvGet("key")) return;
     // Deliveries go out in the background: a connector that is down or slow never holds the run.
     this.outbox.dispatch();

@@ -54,7 +54,7 @@ export function parseOrInvalid<S extends z.ZodType>(schema: S, data: unknown, pr
 export interface ActingSession {
   sessionKey: string;
   agentId: string;
-  /** Absent while the session has never been used. */
+  /** Read only for keys that do not name their agent; absent too while the session has never been used. */
   entry: SessionRow | undefined;
   agent: AgentConfig | undefined;
   /** The session's own tools (config and agent allow/deny, the sub-agent rule). */
@@ -85,8 +85,11 @@ export async function resolveActingSession(
     invalid(`\`sessionKey\`: ${error instanceof Error ? error.message : error}`);
   }
   if (sessionKey === UNKNOWN_KEY) invalid(`\`sessionKey\` ${key} is reserved`);
-  const entry = await getSession(env, sessionKey);
-  const owner = agentIdOfKey(sessionKey) ?? entry?.agentId;
+  // A key naming its agent needs no read; the others (cron, hook, node keys) are owned by the
+  // agent their stored entry names. Tools read the entry themselves when they need it.
+  const keyAgent = agentIdOfKey(sessionKey);
+  const entry = keyAgent ? undefined : await getSession(env, sessionKey);
+  const owner = keyAgent ?? entry?.agentId;
   if (given.agentId && owner && owner !== requested) {
     invalid(`\`sessionKey\` ${key} belongs to agent ${owner}, not \`agentId\` ${requested}`);
   }

@@ -92,12 +92,22 @@ export async function findVisibleSessionByLabel(
 }
 
 /**
+ * The acting session's entry: the one the caller passed (a run passes its own), else read from
+ * D1 once and kept on the caller (an HTTP caller passes none: most tools never need it).
+ */
+export async function callerEntry(ctx: LookupContext): Promise<SessionRow | undefined> {
+  const { caller } = ctx;
+  caller.entry ??= await getSession(ctx.env, caller.sessionKey);
+  return caller.entry;
+}
+
+/**
  * Entry fields for the session a tool acts for, so that a flow reaching it later (a reply round,
  * a sub-agent announcement) can create it if it has never run.
  */
 export async function callerEntryInit(ctx: LookupContext): Promise<EntryInit> {
-  const { caller, config, env } = ctx;
-  const entry = caller.entry ?? (await getSession(env, caller.sessionKey));
+  const { caller, config } = ctx;
+  const entry = await callerEntry(ctx);
   if (entry) return entryInitOf(entry);
   const main = caller.sessionKey === agentMainKey(caller.agentId, config.session);
   return { agentId: caller.agentId, kind: main ? "main" : "other", chatType: "direct", channel: null };

@@ -4,9 +4,9 @@
  * queue depth (asked of the session's actor) and the last reset.
  */
 import { z } from "zod";
-import { getSession, type SessionRow } from "../db/queries";
+import type { SessionRow } from "../db/queries";
 import { statusCard } from "../views/status-card";
-import { displayKeyFor, findVisibleSession } from "./resolve-session";
+import { callerEntry, displayKeyFor, findVisibleSession } from "./resolve-session";
 import { defineTool } from "./types";
 
 export const sessionStatusTool = defineTool({
@@ -22,7 +22,7 @@ export const sessionStatusTool = defineTool({
       .describe("Session key, `main`, or a sessionId (default: this session)."),
   }),
   async execute(args, ctx) {
-    const { caller, config, env } = ctx;
+    const { caller, config } = ctx;
     let row: SessionRow | undefined;
     let displayKey: string;
     if (args.sessionKey !== undefined) {
@@ -30,7 +30,7 @@ export const sessionStatusTool = defineTool({
       if ("status" in target) return target;
       ({ row, displayKey } = target);
     } else {
-      row = caller.entry ?? (await getSession(env, caller.sessionKey));
+      row = await callerEntry(ctx);
       displayKey = displayKeyFor(caller.sessionKey, ctx);
     }
     if (!row) {

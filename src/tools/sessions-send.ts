@@ -10,7 +10,12 @@ import { stableUuid } from "../auth/signature";
 import { normalizeAgentId, toToolKey } from "../keys/session-key";
 import { entryInitOf } from "../runs/entry-init";
 import type { EnqueueRequest, WaitResult } from "../runs/types";
-import { callerEntryInit, findVisibleSession, findVisibleSessionByLabel } from "./resolve-session";
+import {
+  callerEntry,
+  callerEntryInit,
+  findVisibleSession,
+  findVisibleSessionByLabel,
+} from "./resolve-session";
 import { callSeed, defineTool, toolError } from "./types";
 
 const MAX_WAIT_SECONDS = 600;
@@ -80,6 +85,7 @@ export const sessionsSendTool = defineTool({
     const flowId = caller.flow?.flowId ?? (await stableUuid(`flow:${seed}`));
     const runId = await stableUuid(`send:${seed}`);
     const self = row.key === caller.sessionKey;
+    const source = await callerEntry(ctx);
     const req: EnqueueRequest = {
       sessionKey: row.key,
       runId,
@@ -90,8 +96,8 @@ export const sessionsSendTool = defineTool({
           provenance: {
             kind: "inter_session",
             sourceSessionKey: caller.sessionKey,
-            ...(caller.entry?.lastChannel || caller.entry?.channel
-              ? { sourceChannel: caller.entry.lastChannel ?? caller.entry.channel ?? undefined }
+            ...(source?.lastChannel || source?.channel
+              ? { sourceChannel: source.lastChannel ?? source.channel ?? undefined }
               : {}),
             sourceTool: "sessions_send",
           },

@@ -11,7 +11,7 @@ import type { Config } from "../config/schema";
 import { getSessionByLabel, listSessions } from "../db/queries";
 import { isSubagentKey, normalizeAgentId, subagentSessionKey } from "../keys/session-key";
 import type { EnqueueRequest } from "../runs/types";
-import { callerEntryInit } from "./resolve-session";
+import { callerEntry, callerEntryInit } from "./resolve-session";
 import { callSeed, defineTool, forbidden, toolError } from "./types";
 
 /**
@@ -100,6 +100,7 @@ export const sessionsSpawnTool = defineTool({
     const seed = callSeed(ctx);
     const childKey = subagentSessionKey(agentId, await stableUuid(`spawn:${seed}`));
     const runId = await stableUuid(`spawn-run:${seed}`);
+    const requester = await callerEntry(ctx);
     const req: EnqueueRequest = {
       sessionKey: childKey,
       runId,
@@ -131,8 +132,8 @@ export const sessionsSpawnTool = defineTool({
         requesterInit: await callerEntryInit(ctx),
         cleanup: args.cleanup ?? "keep",
         phase: "task",
-        ...(caller.entry?.deliveryContext
-          ? { requesterRoute: caller.entry.deliveryContext as NonNullable<EnqueueRequest["route"]> }
+        ...(requester?.deliveryContext
+          ? { requesterRoute: requester.deliveryContext as NonNullable<EnqueueRequest["route"]> }
           : {}),
       },
     };

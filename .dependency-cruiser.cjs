@@ -10,6 +10,7 @@
  *   session                                  the SessionActor and its modules
  *   cron, rpc                                scheduled maintenance, operator methods (rpc may read cron)
  *   routes, http, auth/bearer                the HTTP surface
+ *   ui                                       the operator dashboard: like routes, mounted only by http/app.ts
  * auth/signature.ts (HMAC signatures, stable ids, constant-time compare) is pure and usable by all.
  */
 const layer = (name, forbidden) => ({
@@ -47,6 +48,14 @@ module.exports = {
     layer("session", ["rpc", "cron", "routes", "http"]),
     layer("rpc", ["tools", "routes", "http/app"]),
     layer("cron", ["tools", "rpc", "routes", "http"]),
+    layer("ui", ["routes", "http/app"]),
+    {
+      name: "ui-only-from-app",
+      severity: "error",
+      comment: "src/ui/ is mounted by src/http/app.ts and imported by nothing else",
+      from: { path: "^src/", pathNot: "^src/(ui/|http/app\\.ts$)" },
+      to: { path: "^src/ui/" },
+    },
   ],
   options: {
     doNotFollow: { path: "node_modules" },

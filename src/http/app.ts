@@ -11,6 +11,7 @@ import { inbound } from "../routes/inbound";
 import { rpc } from "../routes/rpc";
 import { toolsInvoke } from "../routes/tools-invoke";
 import { transcripts } from "../routes/transcripts";
+import { ui } from "../ui/app";
 import { VERSION } from "../version";
 import { ApiError, errorBody, INVALID_CONFIG_MESSAGE } from "./errors";
 
@@ -32,11 +33,13 @@ export const app = new Hono<{ Bindings: Env }>()
   .use("/hooks/*", limitBody)
   .use("/rpc/*", limitBody)
   .use("/tools/*", limitBody)
+  .use("/ui/*", limitBody)
   .route("/hooks/inbound", inbound)
   .route("/hooks", hooks)
   .route("/rpc", rpc)
   .route("/tools", toolsInvoke)
-  .route("/v1/transcripts", transcripts);
+  .route("/v1/transcripts", transcripts)
+  .route("/ui", ui);
 
 // Known paths with the wrong method: 405 naming the method to use, instead of a bare 404.
 const ALLOWED: Array<[RegExp, string]> = [

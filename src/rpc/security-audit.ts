@@ -266,6 +266,8 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
     operator("POST", "/rpc/:method"),
     operator("POST", "/tools/invoke"),
     operator("GET", "/v1/transcripts/:sessionId.jsonl"),
+    // The dashboard: a login with the operator token, then a signed cookie and CSRF tokens.
+    { ...operator("GET, POST", "/ui/*"), auth: "GATEWAY_TOKEN (login form, signed cookie)" },
     hookEndpoint("/hooks/agent"),
     hookEndpoint("/hooks/wake"),
     ...connectors.map((c) => ({

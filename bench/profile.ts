@@ -4,12 +4,14 @@
  * function and per module. Writes the raw profile to a .cpuprofile file (open it in Chrome
  * DevTools → Performance). 127.0.0.1 only, bounded counts.
  *
- *   npm run profile -- [count=500] [new|existing|list|history|healthz]
+ *   npm run profile -- [count=500] [new|existing|list|history|healthz] [--cpu]
  *     new       every message opens a new session (default)
  *     existing  every message goes to one of the sessions the warm-up created
  *     list      sessions_list (limit 50) through POST /tools/invoke, after the warm-up
  *     history   sessions_history (limit 50) of the warm-up's sessions through /tools/invoke
  *     healthz   GET /healthz, the floor the read paths are compared with
+ *     --cpu     no profiler: only workerd's own CPU per request, from /proc (what the bench's
+ *               bars measure; the profiler's sampling adds to it)
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -18,10 +20,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import WebSocket from "ws";
 import { type LocalServer, scratchDir, startLocalServer } from "../scripts/lib/local-server.ts";
+import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 
-const COUNT = Math.min(Number(process.argv[2] ?? 500) || 500, 5000);
-const MODE = process.argv[3] ?? "new";
+const args = process.argv.slice(2).filter((a) => a !== "--cpu");
+const CPU_ONLY = process.argv.includes("--cpu");
+const COUNT = Math.min(Number(args[0] ?? 500) || 500, 5000);
+const MODE = args[1] ?? "new";
 const CONCURRENCY = 32;
 const TOKEN = "profile-token";
 const SECRET = "profile-connector-secret";
@@ -207,16 +212,27 @@ async function main() {
     const warm = 200;
     await blast(warm, (i) => [`warm-${i}`, `peer-${i % 200}`]);
     await until(warm, 60_000);
-    const insp = await inspector(server.inspectorPort);
-    await insp.call("Profiler.enable");
-    await insp.call("Profiler.setSamplingInterval", { interval: 200 });
-    await insp.call("Profiler.start");
+    const insp = CPU_ONLY ? undefined : await inspector(server.inspectorPort);
+    await insp?.call("Profiler.enable");
+    await insp?.call("Profiler.setSamplingInterval", { interval: 200 });
+    await insp?.call("Profiler.start");
     const before = delivered;
+    const cpuBefore = groupCpuSeconds(server.pid, "workerd");
     const reads = READS[MODE];
     const ackMs = reads
       ? await requests(COUNT, (i) => reads(server.url, i))
       : await blast(COUNT, (i) => [`m-${i}`, MODE === "existing" ? `peer-${i % 200}` : `new-${i}`]);
     if (!reads) await until(before + COUNT, 120_000);
+    const cpuMs = ((groupCpuSeconds(server.pid, "workerd") - cpuBefore) * 1000) / COUNT;
+    const unit = reads ? "request" : "message";
+    const cpuLine = `workerd CPU per ${unit} (/proc${insp ? ", profiler on" : ""}): ${cpuMs.toFixed(2)} ms`;
+    if (!insp) {
+      console.log(
+        `${COUNT} ${unit}s (${MODE}): ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${delivered - before} delivered`,
+      );
+      console.log(cpuLine);
+      return;
+    }
     const { profile } = await insp.call<{ profile: Profile }>("Profiler.stop");
     insp.close();
     const dir = mkdtempSync(path.join(tmpdir(), "switchboard-profile-"));
@@ -229,6 +245,7 @@ async function main() {
     console.log(
       `per ${reads ? "request" : "message"}: ${(s.total / 1000 / COUNT).toFixed(2)} ms of isolate time sampled (idle included), ${((s.total - s.idle) / 1000 / COUNT).toFixed(2)} ms busy`,
     );
+    console.log(cpuLine);
     console.log("\nself time by module:");
     for (const l of s.mods) console.log(l);
     console.log("\nself time by function:");

@@ -47,22 +47,14 @@
  */
 import { execFile } from "node:child_process";
 import { createHmac } from "node:crypto";
-import {
-  cpSync,
-  existsSync,
-  mkdtempSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
+import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
 import { promisify } from "node:util";
 import { type LocalServer, scratchDir } from "../scripts/lib/local-server.ts";
+import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
@@ -169,38 +161,8 @@ async function pool(
   return { done, elapsedMs: performance.now() - t0 };
 }
 
-/**
- * CPU seconds used so far by the gateway's process group (wrangler + workerd; the server is
- * spawned detached, so its pid is the group id), or by its processes whose name starts with
- * `only` (`workerd`: the Worker, its Durable Objects and the local D1, without wrangler's own
- * Node process). Linux /proc only; NaN elsewhere.
- */
-function groupCpuSeconds(only?: string): number {
-  const group = server?.pid;
-  if (!group || process.platform !== "linux") return Number.NaN;
-  let ticks = 0;
-  try {
-    for (const pid of readdirSync("/proc")) {
-      if (!/^\d+$/.test(pid)) continue;
-      try {
-        const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-        const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-        // Fields after "(comm) ": state ppid pgrp … utime(11) stime(12).
-        const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-        if (Number(f[2]) === group && (!only || comm.startsWith(only)))
-          ticks += Number(f[11]) + Number(f[12]);
-      } catch {
-        // the process went away
-      }
-    }
-  } catch {
-    return Number.NaN;
-  }
-  return ticks / 100; // USER_HZ is 100 on Linux
-}
-
-const gatewayCpuSeconds = () => groupCpuSeconds();
-const workerdCpuSeconds = () => groupCpuSeconds("workerd");
+const gatewayCpuSeconds = () => groupCpuSeconds(server?.pid);
+const workerdCpuSeconds = () => groupCpuSeconds(server?.pid, "workerd");
 
 /** Both CPU clocks at once; `per(n)` gives ms per request of each since then. */
 function cpuMeter() {

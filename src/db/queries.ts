@@ -279,6 +279,14 @@ export async function getRunByIdempotencyKey(env: Env, key: string): Promise<Run
 // ---------------------------------------------------------------------------------------------
 // Deliveries
 
+export async function getDelivery(env: Env, deliveryId: string): Promise<DeliveryRow | undefined> {
+  return database(env)
+    .select()
+    .from(schema.deliveries)
+    .where(eq(schema.deliveries.deliveryId, deliveryId))
+    .get();
+}
+
 export function insertDeliveryStatement(
   env: Env,
   row: typeof schema.deliveries.$inferInsert,

@@ -41,6 +41,8 @@ export class DeliveryOutbox {
    * does not wait for the connector at all.
    */
   private healthy = true;
+  /** Rows in the table, once counted: an empty outbox costs its alarm no query. */
+  private rows: number | undefined;
 
   static readonly DDL = `CREATE TABLE IF NOT EXISTS outbox (
     delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL)`;
@@ -90,16 +92,56 @@ export class DeliveryOutbox {
 
   /** Adds the local retry row; adding the same delivery twice is a no-op. */
   add(payload: DeliveryPayload): void {
-    this.sql.exec(
+    this.insert(payload, Date.now());
+  }
+
+  /**
+   * Adds the local retry row and attempts it at once, waiting at most `waitMs` (see
+   * attemptWithin). The row is written already holding its attempt's lease, so the attempt
+   * costs no second write; a delivery added before is attempted as attemptWithin does.
+   */
+  async addAndAttempt(payload: DeliveryPayload, waitMs: number): Promise<AttemptState | undefined> {
+    const json = JSON.stringify(payload);
+    const leased = Date.now() + LEASE_MS;
+    if (!this.insert(payload, leased, json)) return this.attemptWithin(payload.deliveryId, waitMs);
+    const row: OutboxRow = { delivery_id: payload.deliveryId, payload: json, attempts: 0, next_at: leased };
+    return this.wait(this.start(row, true, true), waitMs);
+  }
+
+  private insert(payload: DeliveryPayload, nextAt: number, json = JSON.stringify(payload)): boolean {
+    const written = this.sql.exec(
       `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)`,
       payload.deliveryId,
-      JSON.stringify(payload),
-      Date.now(),
-    );
+      json,
+      nextAt,
+    ).rowsWritten;
+    if (this.rows !== undefined) this.rows += written;
+    return written > 0;
+  }
+
+  /** How many deliveries are owed here (counted once, then kept as rows are added and removed). */
+  private owed(): number {
+    this.rows ??= this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM outbox`).one().n;
+    return this.rows;
+  }
+
+  /**
+   * Queues a delivery again for a fresh round of attempts (an operator's retry of a dead one).
+   * False when it is still owed (its row is here, or an attempt is in flight): nothing changes.
+   */
+  requeue(payload: DeliveryPayload): boolean {
+    if (this.inFlight.has(payload.deliveryId)) return false;
+    const owed = this.sql
+      .exec(`SELECT 1 FROM outbox WHERE delivery_id = ?`, payload.deliveryId)
+      .toArray().length;
+    if (owed) return false;
+    this.add(payload);
+    return true;
   }
 
   /** When the next attempt is due, if any delivery is owed (an attempt in flight holds a lease). */
   nextDue(): number | undefined {
+    if (this.owed() === 0) return undefined;
     const next = this.sql.exec<{ n: number | null }>(`SELECT MIN(next_at) AS n FROM outbox`).toArray()[0]?.n;
     return next ?? undefined;
   }
@@ -111,7 +153,8 @@ export class DeliveryOutbox {
    */
   dispatch(): void {
     const room = MAX_IN_FLIGHT - this.inFlight.size;
-    if (room <= 0) return;
+    // Every row here is in flight already (a run's reply just attempted): nothing to start.
+    if (room <= 0 || this.owed() <= this.inFlight.size) return;
     const due = this.sql
       .exec<OutboxRow>(
         `SELECT * FROM outbox WHERE next_at <= ? ORDER BY next_at LIMIT ?`,
@@ -136,7 +179,11 @@ export class DeliveryOutbox {
       .exec<OutboxRow>(`SELECT * FROM outbox WHERE delivery_id = ?`, deliveryId)
       .toArray()[0];
     if (!row) return undefined;
-    const attempt = this.start(row, true);
+    return this.wait(this.start(row, true), waitMs);
+  }
+
+  /** Waits for an attempt at most `waitMs` (not at all while the connector is unhealthy). */
+  private async wait(attempt: InFlight, waitMs: number): Promise<AttemptState | undefined> {
     const wait = this.healthy ? waitMs : 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<undefined>((resolve) => {
@@ -161,9 +208,10 @@ export class DeliveryOutbox {
    * so a failed record leaves the row to be attempted again (at least once; connectors drop
    * repeats by deliveryId).
    */
-  private start(row: OutboxRow, waited: boolean): InFlight {
+  private start(row: OutboxRow, waited: boolean, leased = false): InFlight {
     const id = row.delivery_id;
-    this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
+    if (!leased)
+      this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
     const attempt: InFlight = { abandoned: !waited, settled: Promise.resolve(undefined) };
     this.inFlight.set(id, attempt);
     attempt.settled = (async () => {
@@ -220,7 +268,8 @@ export class DeliveryOutbox {
         id,
       );
     } else {
-      this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, id);
+      const removed = this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, id).rowsWritten;
+      if (this.rows !== undefined) this.rows -= removed;
     }
   }
 }
@@ -240,6 +289,32 @@ export interface AttemptState {
   nextAttemptAt: number | null;
   lastError: string | null;
   deliveredAt?: number;
+}
+
+/** The payload a stored `deliveries` row was made from (to attempt it again). */
+export function payloadOfRow(row: {
+  deliveryId: string;
+  kind: string;
+  sessionKey: string;
+  channel: string;
+  accountId: string;
+  to: string;
+  text: string;
+  threadId: string | null;
+  replyToMessageId: string | null;
+}): DeliveryPayload {
+  const payload: DeliveryPayload = {
+    deliveryId: row.deliveryId,
+    kind: row.kind as DeliveryKind,
+    sessionKey: row.sessionKey,
+    channel: row.channel,
+    accountId: row.accountId,
+    to: row.to,
+    text: row.text,
+  };
+  if (row.threadId) payload.threadId = row.threadId;
+  if (row.replyToMessageId) payload.replyToMessageId = row.replyToMessageId;
+  return payload;
 }
 
 /** The D1 `deliveries` row of a new delivery. */

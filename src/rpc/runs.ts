@@ -1,10 +1,12 @@
 /**
  * Operator RPC methods on runs (SPEC §5, §17 "RPC parameters"): send a message to a session or
- * an agent (`chat.send`, `agent`), wait for a run server-side, read and list runs, list deliveries.
+ * an agent (`chat.send`, `agent`), wait for a run server-side, read and list runs, list deliveries
+ * and retry a dead one.
  */
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
 import {
+  getDelivery,
   getRun,
   getRunByIdempotencyKey,
   getSession,
@@ -12,6 +14,7 @@ import {
   listRuns,
   type SessionRow,
 } from "../db/queries";
+import { payloadOfRow } from "../delivery/outbox";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
 import { agentMainKey, chatTypeOfKey, isReservedKey, normalizeAgentId } from "../keys/session-key";
@@ -233,4 +236,19 @@ export const RUN_METHODS: Record<string, Method> = {
       };
     },
   ),
+
+  "deliveries.retry": method(z.strictObject({ deliveryId: Key }), async (p, { env }) => {
+    const row = await getDelivery(env, p.deliveryId);
+    if (!row) throw new ApiError("NOT_FOUND", `delivery not found: ${p.deliveryId}`);
+    if (row.status === "delivered") {
+      throw new ApiError(
+        "CONFLICT",
+        `delivery ${p.deliveryId} was delivered; only a dead one can be retried`,
+      );
+    }
+    if (row.status !== "dead") return { deliveryId: row.deliveryId, status: row.status, requeued: false };
+    const { requeued } = await actorFor(env, row.sessionKey).retryDelivery(row.sessionKey, payloadOfRow(row));
+    // Not requeued: the actor still owes it (an attempt is pending there).
+    return { deliveryId: row.deliveryId, status: "pending", requeued };
+  }),
 };

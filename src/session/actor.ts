@@ -25,6 +25,7 @@ import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import type { SessionRow } from "../db/queries";
+import type { DeliveryPayload } from "../delivery/deliver";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type {
   ActorError,
@@ -274,6 +275,20 @@ export class SessionActor extends DurableObject<Env> {
   async postAnnouncement(sessionKey: string, announcement: Announcement): Promise<{ delivered: boolean }> {
     await this.bind(sessionKey);
     return recordAnnouncement(this.parts, sessionKey, announcement);
+  }
+
+  /**
+   * Queues a settled delivery of this session again (the operator's `deliveries.retry`): a
+   * fresh round of `delivery.maxAttempts` attempts. Idempotent: a delivery still owed here is
+   * left alone (`requeued: false`).
+   */
+  async retryDelivery(sessionKey: string, payload: DeliveryPayload): Promise<{ requeued: boolean }> {
+    await this.bind(sessionKey);
+    if (!this.outbox.requeue(payload)) return { requeued: false };
+    await this.records.deliveryRequeued(payload, Date.now());
+    this.outbox.dispatch();
+    if (!this.live.current) await this.scheduleAlarm();
+    return { requeued: true };
   }
 
   /** Makes sure an alarm is pending when there is work (used by the cron backstop). */

@@ -40,8 +40,7 @@ export async function finalizeRun(
     // between the attempt and its checkpoint may repeat the POST (at least once; connectors
     // dedupe by deliveryId).
     if (payload && !progress.outgoing) {
-      a.outbox.add(payload);
-      const first = (await a.outbox.attemptWithin(payload.deliveryId, FIRST_ATTEMPT_WAIT_MS)) ?? null;
+      const first = (await a.outbox.addAndAttempt(payload, FIRST_ATTEMPT_WAIT_MS)) ?? null;
       progress.outgoing = { payload, attempt: first };
       save();
     }

@@ -82,6 +82,8 @@ export interface ActorRecords {
   deliveryQueued(delivery: DeliveryRecord): Promise<void>;
   /** An attempt settled: the delivery's row gets its state (written whole if it is not yet). */
   deliveryAttempted(payload: DeliveryPayload, state: AttemptState): Promise<void>;
+  /** A settled delivery was queued again: pending, with a fresh round of attempts (its last error kept). */
+  deliveryRequeued(payload: DeliveryPayload, at: number): Promise<void>;
 }
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
@@ -188,6 +190,12 @@ export function d1Records(env: () => Env): ActorRecords {
 
     async deliveryAttempted(payload, state) {
       const e = env();
+      await writeBatch(e, [recordDeliveryStatement(e, deliveryRow(payload), state)]);
+    },
+
+    async deliveryRequeued(payload, at) {
+      const e = env();
+      const state = { status: "pending", attempts: 0, updatedAt: at, nextAttemptAt: at, deliveredAt: null };
       await writeBatch(e, [recordDeliveryStatement(e, deliveryRow(payload), state)]);
     },
   };

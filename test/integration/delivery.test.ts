@@ -64,6 +64,63 @@ describe("delivery outbox", () => {
   });
 });
 
+describe("deliveries.retry", () => {
+  it("queues a dead delivery again, delivers it once, and refuses a delivered one", async () => {
+    let down = true;
+    const connector = fakeConnector(() => (down ? 500 : 200));
+    const ack = (await (await inbound("telegram", dm("retry me", { from: "second-chance" }))).json()) as {
+      runId: string;
+    };
+    await waitRun(ack.runId);
+    const dead = await eventually(async () => {
+      const d = await deliveryOf(ack.runId);
+      return d?.status === "dead" ? d : undefined;
+    });
+    down = false;
+    const retried = await rpc("deliveries.retry", { deliveryId: dead.deliveryId });
+    expect(retried.status).toBe(200);
+    expect(retried.payload).toEqual({ deliveryId: dead.deliveryId, status: "pending", requeued: true });
+    const delivered = await eventually(async () => {
+      const d = await deliveryOf(ack.runId);
+      return d?.status === "delivered" ? d : undefined;
+    });
+    // A fresh round of attempts: the first one of it succeeded.
+    expect(delivered.attempts).toBe(1);
+    expect(connector.delivered).toHaveLength(1);
+    expect(connector.delivered[0]!.body).toMatchObject({
+      deliveryId: dead.deliveryId,
+      text: "echo: retry me",
+    });
+
+    const again = await rpc("deliveries.retry", { deliveryId: dead.deliveryId });
+    expect(again.status).toBe(409);
+    expect(again.error?.message).toMatch(/was delivered; only a dead one can be retried/);
+    connector.restore();
+  });
+
+  it("leaves a delivery that is still owed alone, and names what is wrong with a bad request", async () => {
+    const connector = fakeConnector(() => 503);
+    const ack = (await (await inbound("telegram", dm("still trying", { from: "owed" }))).json()) as {
+      runId: string;
+    };
+    await waitRun(ack.runId);
+    const owed = await eventually(async () => {
+      const d = await deliveryOf(ack.runId);
+      return d?.status === "retrying" ? d : undefined;
+    });
+    const retried = await rpc("deliveries.retry", { deliveryId: owed.deliveryId });
+    expect(retried.payload).toEqual({ deliveryId: owed.deliveryId, status: "retrying", requeued: false });
+
+    const unknown = await rpc("deliveries.retry", { deliveryId: "no-such-delivery" });
+    expect(unknown.status).toBe(404);
+    expect(unknown.error?.message).toBe("delivery not found: no-such-delivery");
+    const missing = await rpc("deliveries.retry", {});
+    expect(missing.status).toBe(400);
+    expect(missing.error?.message).toMatch(/deliveryId/);
+    connector.restore();
+  });
+});
+
 describe("a connector that accepts connections and never answers", () => {
   it("does not delay the session's runs: every message is answered while the replies wait", async () => {
     // Every POST hangs until the gateway gives up on the attempt (its own timeout).

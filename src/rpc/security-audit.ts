@@ -106,7 +106,7 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
   };
   secrets.push({
     name: "GATEWAY_TOKEN",
-    purpose: "operator surfaces: /rpc, /tools/invoke, /v1/transcripts",
+    purpose: "operator surfaces: /rpc, /tools/invoke, /v1/transcripts, the /ui dashboard login",
     set: gateway !== undefined,
     required: true,
   });

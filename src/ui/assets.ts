@@ -15,6 +15,7 @@ font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Helvetica Neue",Arial,
 a{color:var(--accent);text-decoration:none}a:hover{text-decoration:underline}
 code,pre,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:.86em}
 code{background:var(--code);padding:.05em .3em;border-radius:4px;overflow-wrap:anywhere}
+.key{overflow-wrap:break-word}
 pre{background:var(--code);padding:.6em .75em;border-radius:6px;overflow:auto;max-height:24em;margin:.4em 0;white-space:pre-wrap;overflow-wrap:anywhere}
 .top{display:flex;flex-wrap:wrap;align-items:center;gap:.25rem 1rem;padding:.55rem 1rem;background:#1f2937;color:#fff}
 .top .brand{color:#fff;font-weight:650;letter-spacing:.01em;margin-right:.5rem}
@@ -42,6 +43,7 @@ border:1px solid currentColor;white-space:nowrap;line-height:1.5}
 .b-ok{color:var(--ok)}.b-bad{color:var(--bad)}.b-warn{color:var(--warn)}.b-info{color:var(--info)}.b-muted{color:var(--muted)}
 .b-live{color:#fff;background:var(--info);border-color:var(--info)}
 form.filters{display:flex;flex-wrap:wrap;gap:.5rem;align-items:flex-end;margin:.5rem 0 .9rem}
+form.filters>a{align-self:center;padding-top:1.1rem}
 label{display:flex;flex-direction:column;gap:.2rem;font-size:.85em;color:var(--muted)}
 input,select,textarea,button{font:inherit;font-size:.95rem;border:1px solid var(--line);border-radius:6px;
 padding:.4rem .55rem;background:#fff;color:var(--fg);max-width:100%}
@@ -75,8 +77,8 @@ details.tool{margin:.3rem 0}
 @media (max-width:760px){
 main{padding:.6rem}
 .grid2{grid-template-columns:minmax(0,1fr)}
-dl.fields{grid-template-columns:minmax(0,1fr)}dl.fields dt{margin-top:.35rem}
-.top{padding:.5rem .6rem}.top nav a{padding:.25rem .45rem}
+.top{padding:.45rem .6rem;justify-content:space-between}
+.top nav{order:3;flex-basis:100%;flex-wrap:nowrap;overflow-x:auto}.top nav a{padding:.25rem .5rem}
 form.filters label{flex:1 1 40%}
 }
 `;

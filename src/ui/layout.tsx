@@ -137,9 +137,25 @@ export function sessionHref(key: string, extra: Record<string, string> = {}): st
   return `/ui/session?${new URLSearchParams({ key, ...extra })}`;
 }
 
+/** A session key that wraps at its `:` separators rather than mid-word. */
+export const KeyText: FC<{ value: string }> = ({ value }) => (
+  <>
+    {value.split(":").map((part, i) => (
+      <>
+        {i > 0 && (
+          <>
+            :<wbr />
+          </>
+        )}
+        {part}
+      </>
+    ))}
+  </>
+);
+
 export const SessionLink: FC<{ sessionKey: string; text?: string }> = ({ sessionKey, text }) => (
-  <a href={sessionHref(sessionKey)} class="mono">
-    {text ?? sessionKey}
+  <a href={sessionHref(sessionKey)} class="mono key">
+    {text ?? <KeyText value={sessionKey} />}
   </a>
 );
 

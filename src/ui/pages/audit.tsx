@@ -58,7 +58,9 @@ export const AuditPage: FC<{ report: AuditReport; csrf: string }> = ({ report, c
             <code>{s.name}</code>
           </td>
           <td class="wrap">{s.purpose}</td>
-          <td>{yes(s.set, "set", "missing")}</td>
+          <td>
+            {s.set || s.required ? yes(s.set, "set", "missing") : <Badge value="not set" tone="b-muted" />}
+          </td>
           <td>{s.required ? "required" : "optional"}</td>
         </tr>
       ))}

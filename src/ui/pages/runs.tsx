@@ -73,7 +73,7 @@ export const RunsTable: FC<RunsData> = ({ runs, liveUrl }) => (
           <td class="num">{runDuration(r)}</td>
           <td class="num">{tokens(r.usage?.totalTokens)}</td>
           <td class="nowrap">{r.model ?? "—"}</td>
-          <td>{r.deliver ? (r.delivered ? "yes" : r.delivered === false ? "no" : "…") : "—"}</td>
+          <td>{r.deliver ? (r.delivered ? "yes" : r.delivered === false ? "no" : "pending") : "—"}</td>
           <td class="wrap">{r.error ?? ""}</td>
         </tr>
       ))}

@@ -120,7 +120,7 @@ export const SessionPage: FC<SessionData & { csrf: string; notice?: string }> = 
             />
             <Field
               name="tokens"
-              value={`${tokens(e.totalTokens)} total · ${tokens(e.contextTokens)} context · ${e.compactionCount ?? 0} compactions`}
+              value={`${tokens(e.totalTokens)} total · ${tokens(e.contextTokens)} context · ${e.compactionCount ?? 0} compaction${e.compactionCount === 1 ? "" : "s"}`}
             />
             <Field name="started" value={<When ms={e.sessionStartedAt} />} />
             <Field name="updated" value={<When ms={e.updatedAt} />} />

@@ -15,6 +15,15 @@ function json(value: unknown): string {
   }
 }
 
+/** A tool result as stored (often JSON text), indented when it is JSON. */
+function resultText(text: string): string {
+  try {
+    return JSON.stringify(JSON.parse(text), null, 2);
+  } catch {
+    return text;
+  }
+}
+
 function textParts(parts: ContentPart[]): string {
   return parts
     .filter((p): p is { type: "text"; text: string } => p.type === "text")
@@ -76,7 +85,7 @@ const Message: FC<{ m: TranscriptMessage }> = ({ m }) => {
             Result of <code>{m.toolName ?? "tool"}</code>
             {m.toolCallId && <span class="muted small mono"> {shortId(m.toolCallId)}</span>}
           </summary>
-          <pre>{text}</pre>
+          <pre>{resultText(text)}</pre>
         </details>
       ) : (
         <>

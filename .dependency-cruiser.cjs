@@ -10,6 +10,7 @@
  *   session                                  the SessionActor and its modules
  *   cron, rpc                                scheduled maintenance, operator methods (rpc may read cron)
  *   routes, http, auth/bearer                the HTTP surface
+ *   ui                                       the operator dashboard: like routes, mounted only by http/app.ts
  * auth/signature.ts (HMAC signatures, stable ids, constant-time compare) is pure and usable by all.
  * The CLI (cli/, bin/) is a Node program that speaks to a gateway over HTTP: it imports nothing
  * from src/, and src/ nothing from it.
@@ -62,6 +63,14 @@ module.exports = {
       comment: "Worker code never depends on the CLI.",
       from: { path: "^src/" },
       to: { path: "^(cli|bin)/" },
+    },
+    layer("ui", ["routes", "http/app"]),
+    {
+      name: "ui-only-from-app",
+      severity: "error",
+      comment: "src/ui/ is mounted by src/http/app.ts and imported by nothing else",
+      from: { path: "^src/", pathNot: "^src/(ui/|http/app\\.ts$)" },
+      to: { path: "^src/ui/" },
     },
   ],
   options: {

@@ -16,8 +16,9 @@ export const TEST_CONFIG = {
   },
 };
 
-// Two projects: everything under test/unit and test/integration runs inside workerd with
-// per-file isolated storage; test/e2e runs in Node and drives a real `wrangler dev`.
+// Three projects: everything under test/unit and test/integration runs inside workerd with
+// per-file isolated storage; test/e2e runs in Node and drives a real `wrangler dev`, and
+// test/browser drives the dashboard of one in Chromium.
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
@@ -51,6 +52,18 @@ export default defineConfig(async () => {
             include: ["test/e2e/**/*.test.ts"],
             testTimeout: 120_000,
             hookTimeout: 180_000,
+            fileParallelism: false,
+          },
+        },
+        {
+          // The dashboard in a real browser (Debian's chromium, driven by playwright-core)
+          // against `wrangler dev`; skipped, loudly, when no Chromium is installed.
+          test: {
+            name: "browser",
+            environment: "node",
+            include: ["test/browser/**/*.test.ts"],
+            testTimeout: 120_000,
+            hookTimeout: 240_000,
             fileParallelism: false,
           },
         },

@@ -1,7 +1,8 @@
 /**
  * `npm run dev`: creates .dev.vars from the example when absent, applies local D1 migrations,
  * serves the gateway on http://127.0.0.1:8787 (echo model, dev token), runs a console "dev"
- * connector on :8788 that prints every delivery, and prints ready-to-paste curl examples.
+ * connector on :8788 that prints every delivery, and prints the dashboard's URL and
+ * ready-to-paste curl examples.
  */
 import { copyFileSync, existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:http";
@@ -76,6 +77,8 @@ if (answer.payload?.config?.valid === false) {
 const body = String.raw`{\"messageId\":\"m-$(date +%s%N)\",\"chatType\":\"direct\",\"from\":\"alice\",\"text\":\"hello\"}`;
 console.log(`
 Switchboard is running on ${server.url} (echo model, operator token "${token}").
+
+  Dashboard: ${server.url}/ui  (log in with the operator token)
 
   # ask the agent directly, then list sessions
   curl -s -X POST ${server.url}/rpc/agent -H 'authorization: Bearer ${token}' -d '{"message":"hello"}'

@@ -133,6 +133,8 @@ export interface SessionListFilter {
   kinds?: string[];
   agentId?: string;
   label?: string;
+  /** The chat channel the session was last reached on, else its own (`sessions_channel_recent`). */
+  channel?: string;
   activeSince?: number;
   archived: boolean | "all";
   spawnedBy?: string;
@@ -184,6 +186,8 @@ function listStatement(env: Env, f: SessionListFilter): D1PreparedStatement {
   if (f.kinds?.length) add(`${col(s, "kind")} = ?`, f.kinds[0] ?? "");
   if (f.agentId) add(`${col(s, "agentId")} = ?`, f.agentId);
   if (f.label) add(`${col(s, "label")} = ?`, f.label);
+  // The expression of the index sessions_channel_recent, so the index serves filter and order.
+  if (f.channel) add(`coalesce(${col(s, "lastChannel")}, ${col(s, "channel")}) = ?`, f.channel);
   if (f.spawnedBy) add(`${col(s, "spawnedBy")} = ?`, f.spawnedBy);
   if (f.keys)
     add(f.keys.length ? `${col(s, "key")} in (${f.keys.map(() => "?").join(", ")})` : "0", ...f.keys);
@@ -234,6 +238,38 @@ export function updateRunStatement(
 
 export async function getRun(env: Env, runId: string): Promise<RunRow | undefined> {
   return database(env).select().from(schema.runs).where(eq(schema.runs.runId, runId)).get();
+}
+
+/**
+ * Runs newest first (ties: runId descending), keyset-paged on (createdAt, runId), optionally of
+ * one status and/or one session (indexes runs_recent, runs_active, runs_session).
+ */
+export async function listRuns(
+  env: Env,
+  f: { status?: string; sessionKey?: string; limit: number; cursor?: { createdAt: number; runId: string } },
+): Promise<RunRow[]> {
+  const r = schema.runs;
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (f.status) {
+    where.push(`${col(r, "status")} = ?`);
+    params.push(f.status);
+  }
+  if (f.sessionKey) {
+    where.push(`${col(r, "sessionKey")} = ?`);
+    params.push(f.sessionKey);
+  }
+  if (f.cursor) {
+    const [c, id] = [col(r, "createdAt"), col(r, "runId")];
+    where.push(`(${c} < ? or (${c} = ? and ${id} < ?))`);
+    params.push(f.cursor.createdAt, f.cursor.createdAt, f.cursor.runId);
+  }
+  return selectRows(
+    env.DB,
+    r,
+    `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(r, "createdAt")} desc, ${col(r, "runId")} desc limit ?`,
+    [...params, f.limit],
+  );
 }
 
 export async function getRunByIdempotencyKey(env: Env, key: string): Promise<RunRow | undefined> {

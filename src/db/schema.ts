@@ -56,6 +56,8 @@ export const sessions = sqliteTable(
     index("sessions_agent_recent").on(t.agentId, t.updatedAt, t.key),
     index("sessions_kind_recent").on(t.kind, t.updatedAt, t.key),
     index("sessions_spawned_by").on(t.spawnedBy, t.updatedAt),
+    // The listing's `channel` filter: the chat channel a session was last reached on, else its own.
+    index("sessions_channel_recent").on(sql`coalesce(${t.lastChannel}, ${t.channel})`, t.updatedAt, t.key),
     uniqueIndex("sessions_agent_label").on(t.agentId, t.label),
     // Live sessions that will go stale, by expiry: the reset sweep's index (SPEC §10, §11).
     index("sessions_due").on(t.expiresAt).where(sql`${t.expiredAt} IS NULL AND ${t.expiresAt} IS NOT NULL`),
@@ -134,6 +136,8 @@ export const runs = sqliteTable(
     uniqueIndex("runs_idempotency").on(t.idempotencyKey),
     index("runs_session").on(t.sessionKey, t.createdAt),
     index("runs_active").on(t.status, t.createdAt),
+    // `runs.list` without filters: newest first, keyset-paged on (createdAt, runId).
+    index("runs_recent").on(t.createdAt, t.runId),
   ],
 );
 

@@ -12,6 +12,7 @@ import { openai } from "../routes/openai";
 import { rpc } from "../routes/rpc";
 import { toolsInvoke } from "../routes/tools-invoke";
 import { transcripts } from "../routes/transcripts";
+import { ui } from "../ui/app";
 import { VERSION } from "../version";
 import { limitBody } from "./body-limit";
 import { ApiError, errorBody, INVALID_CONFIG_MESSAGE } from "./errors";
@@ -26,6 +27,7 @@ export const app = new Hono<{ Bindings: Env }>()
   .use("/rpc/*", limitBody)
   .use("/tools/*", limitBody)
   .use("/mcp", limitBody)
+  .use("/ui/*", limitBody)
   .route("/hooks/inbound", inbound)
   .route("/hooks", hooks)
   .route("/rpc", rpc)
@@ -34,7 +36,8 @@ export const app = new Hono<{ Bindings: Env }>()
   .route("/v1/transcripts", transcripts)
   // The OpenAI-compatible API (chat/completions, models); it applies the body limit itself,
   // so a too-large body is answered in OpenAI's error shape.
-  .route("/v1", openai);
+  .route("/v1", openai)
+  .route("/ui", ui);
 
 // Known paths with the wrong method: 405 naming the method to use, instead of a bare 404.
 const ALLOWED: Array<[RegExp, string]> = [

@@ -1,7 +1,7 @@
 /**
  * Operator RPC methods on runs (SPEC §5, §17 "RPC parameters"): send a message to a session or
- * an agent (`chat.send`, `agent`), wait for a run server-side, read a run, list deliveries and
- * retry a dead one.
+ * an agent (`chat.send`, `agent`), wait for a run server-side, read and list runs, list deliveries
+ * and retry a dead one.
  */
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
@@ -11,6 +11,7 @@ import {
   getRunByIdempotencyKey,
   getSession,
   listDeliveries,
+  listRuns,
   type SessionRow,
 } from "../db/queries";
 import { payloadOfRow } from "../delivery/outbox";
@@ -205,6 +206,35 @@ export const RUN_METHODS: Record<string, Method> = {
     if (!run) throw new ApiError("NOT_FOUND", `run not found: ${p.runId}`);
     return withoutNulls(run);
   }),
+
+  "runs.list": method(
+    z.strictObject({
+      status: z.enum(["queued", "running", "ok", "error", "aborted", "timeout"]).optional(),
+      sessionKey: Key.optional(),
+      limit: z.number().optional(),
+      cursor: z.string().min(1).optional(),
+    }),
+    async (p, { env, config }) => {
+      const limit = clampInt(p.limit, 1, 200, 50);
+      let cursor: { createdAt: number; runId: string } | undefined;
+      if (p.cursor) {
+        const c = decodeCursor(p.cursor);
+        if (!c) throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by runs.list");
+        cursor = { createdAt: c.updatedAt, runId: c.key };
+      }
+      const rows = await listRuns(env, {
+        status: p.status,
+        sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
+        limit: limit + 1,
+        cursor,
+      });
+      const last = rows[limit - 1];
+      return {
+        runs: rows.slice(0, limit).map(withoutNulls),
+        ...(rows.length > limit && last ? { nextCursor: encodeCursor(last.createdAt, last.runId) } : {}),
+      };
+    },
+  ),
 
   "deliveries.list": method(
     z.strictObject({

@@ -106,7 +106,7 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
   };
   secrets.push({
     name: "GATEWAY_TOKEN",
-    purpose: "operator surfaces: /rpc, /tools/invoke, /v1/transcripts",
+    purpose: "operator surfaces: /rpc, /tools/invoke, /v1/transcripts, the /ui dashboard login",
     set: gateway !== undefined,
     required: true,
   });
@@ -266,6 +266,8 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
     operator("POST", "/rpc/:method"),
     operator("POST", "/tools/invoke"),
     operator("GET", "/v1/transcripts/:sessionId.jsonl"),
+    // The dashboard: a login with the operator token, then a signed cookie and CSRF tokens.
+    { ...operator("GET, POST", "/ui/*"), auth: "GATEWAY_TOKEN (login form, signed cookie)" },
     hookEndpoint("/hooks/agent"),
     hookEndpoint("/hooks/wake"),
     ...connectors.map((c) => ({

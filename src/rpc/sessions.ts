@@ -1,6 +1,6 @@
 /**
- * Operator RPC methods on the session index (SPEC §17 "RPC parameters"): list, resolve, patch,
- * reset, delete, and a session's history.
+ * Operator RPC methods on the session index (SPEC §17 "RPC parameters"): list, get, resolve,
+ * patch, reset, delete, and a session's history.
  */
 import { z } from "zod";
 import { resolveModelRef } from "../agent/models";
@@ -12,9 +12,11 @@ import { agentIdOfKey, agentMainKey, normalizeAgentId } from "../keys/session-ke
 import { entryInitOf } from "../runs/entry-init";
 import type { ActorError } from "../runs/types";
 import { actorFor, isActorError } from "../session/client";
-import { decodeCursor, entryView } from "../views/session";
+import { decodeCursor, entryView, expiredAtOf } from "../views/session";
 import { listSessionPage, pageQuery, SESSION_KINDS } from "../views/session-page";
 import { canonicalKey, Key, type Method, method, requireSession } from "./method";
+
+const INTERNAL_KINDS: Array<(typeof SESSION_KINDS)[number]> = ["cron", "hook", "node"];
 
 function isMainKey(key: string, config: Config): boolean {
   if (key === "global") return true;
@@ -31,6 +33,7 @@ export const SESSION_METHODS: Record<string, Method> = {
       messageLimit: z.number().min(0).optional(),
       agentId: z.string().min(1).optional(),
       label: z.string().min(1).optional(),
+      channel: z.string().trim().min(1).max(128).optional(),
       archived: z.union([z.boolean(), z.literal("all")]).optional(),
       cursor: z.string().min(1).optional(),
       includeGlobal: z.boolean().optional(),
@@ -39,15 +42,29 @@ export const SESSION_METHODS: Record<string, Method> = {
       const cursor = p.cursor ? decodeCursor(p.cursor) : undefined;
       if (p.cursor && !cursor)
         throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by sessions.list");
+      // `internal` is the channel the listing shows for cron, hook and node sessions: their kinds.
+      let params = p;
+      if (p.channel === "internal") {
+        const kinds = (p.kinds ?? INTERNAL_KINDS).filter((k) => INTERNAL_KINDS.includes(k));
+        if (kinds.length === 0) return { count: 0, sessions: [] };
+        params = { ...p, channel: undefined, kinds };
+      }
       // The operator sees every session: one unrestricted scope, canonical keys.
       return listSessionPage(
         env,
         [{}],
-        pageQuery(p, cursor, p.includeGlobal ? ["unknown"] : ["global", "unknown"]),
+        pageQuery(params, cursor, p.includeGlobal ? ["unknown"] : ["global", "unknown"]),
         { displayKey: (row) => row.key },
       );
     },
   ),
+
+  "sessions.get": method(z.strictObject({ key: Key }), async (p, { env, config }) => {
+    // The full entry (SPEC §3 fields), and whether its reset policy has closed it already.
+    const row = await requireSession(env, config, p.key);
+    const expiredAt = expiredAtOf(row, Date.now());
+    return { ...entryView(row), expired: expiredAt !== null, ...(expiredAt !== null ? { expiredAt } : {}) };
+  }),
 
   "sessions.resolve": method(
     z

@@ -25,6 +25,7 @@ export interface SessionPageQuery {
   kinds?: string[];
   agentId?: string;
   label?: string;
+  channel?: string;
   activeMinutes?: number;
   archived: boolean | "all";
   cursor?: { updatedAt: number; key: string };
@@ -43,6 +44,7 @@ export interface ListParams {
   messageLimit?: number;
   agentId?: string;
   label?: string;
+  channel?: string;
   archived?: boolean | "all";
 }
 
@@ -56,6 +58,7 @@ export function pageQuery(
     kinds: p.kinds,
     agentId: p.agentId ? normalizeAgentId(p.agentId) : undefined,
     label: p.label,
+    channel: p.channel,
     activeMinutes: p.activeMinutes,
     archived: p.archived ?? false,
     cursor,
@@ -91,6 +94,7 @@ export async function listSessionPage(
     kinds: q.kinds,
     agentId: q.agentId,
     label: q.label,
+    channel: q.channel,
     activeSince: q.activeMinutes ? now - q.activeMinutes * 60_000 : undefined,
     archived: q.archived,
     excludeKeys: q.excludeKeys,

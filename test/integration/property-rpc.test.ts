@@ -24,6 +24,7 @@ const TIMEOUT = { timeout: 60_000 };
 /** Methods that name a session, a run or a label, and may therefore answer 404. */
 const LOOKUPS = new Set([
   "sessions.resolve",
+  "sessions.get",
   "sessions.patch",
   "sessions.reset",
   "sessions.delete",
@@ -32,6 +33,7 @@ const LOOKUPS = new Set([
   "chat.send",
   "agent.wait",
   "runs.get",
+  "deliveries.retry",
 ]);
 
 /** Refusals an operator call may get (SPEC §17); 413 for bodies over 1 MB. */

@@ -52,6 +52,7 @@ describe("security.audit", () => {
     expect(by["/hooks/agent"]).toMatchObject({ enabled: false, reason: "hooks.enabled is false" });
     expect(by["/hooks/inbound/slack"]).toMatchObject({ enabled: false, reason: "SLACK_SECRET is not set" });
     expect(by["/healthz"]).toMatchObject({ enabled: true, auth: "none" });
+    expect(by["/ui/*"]).toMatchObject({ enabled: true, auth: "GATEWAY_TOKEN (login form, signed cookie)" });
     expect(ids(report)).toEqual(
       expect.arrayContaining([
         "medium:connector-secret-missing",

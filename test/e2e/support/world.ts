@@ -19,6 +19,8 @@ export interface WorldConfig {
   retry: { attempts: number; baseDelayMs: number };
   agents: Record<string, unknown>;
   delivery: Record<string, unknown>;
+  /** More top-level config sections (e.g. `cron`). */
+  extra?: Record<string, unknown>;
 }
 
 export async function startWorld(cfg: WorldConfig): Promise<World> {
@@ -30,6 +32,7 @@ export async function startWorld(cfg: WorldConfig): Promise<World> {
       models: { providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } }, retry: cfg.retry },
       agents: cfg.agents,
       delivery: cfg.delivery,
+      ...cfg.extra,
     },
   });
   const world: World = {

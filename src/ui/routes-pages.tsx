@@ -1,0 +1,120 @@
+/**
+ * The dashboard's pages (GET, logged in): each reads through operator RPC methods and renders;
+ * `?fragment=live` answers only the page's live region (what the script polls while a run is
+ * in progress).
+ */
+import { Hono } from "hono";
+import { ApiError } from "../http/errors";
+import type { TranscriptMessage } from "../transcript/message";
+import { HOME } from "./auth";
+import { liveUrl, query, queryInt, rpc, type UiEnv, wantsFragment } from "./context";
+import { AuditPage, type AuditReport } from "./pages/audit";
+import { DeliveriesPage, type DeliveryRow } from "./pages/deliveries";
+import { type JobRow, JobsPage } from "./pages/jobs";
+import { type RunRow, RunsPage, RunsTable } from "./pages/runs";
+import { type SessionEntry, SessionLive, SessionPage, type TrackedRun } from "./pages/session";
+import { type SessionListRow, SessionsPage, SessionsTable } from "./pages/sessions";
+
+const PAGE_SIZE = 50;
+const TRANSCRIPT_PAGE = 50;
+
+export const pages = new Hono<UiEnv>()
+  .get("/", (c) => c.redirect(HOME, 303))
+
+  .get("/sessions", async (c) => {
+    const filter = {
+      kind: query(c, "kind"),
+      agent: query(c, "agent"),
+      label: query(c, "label"),
+      channel: query(c, "channel"),
+      cursor: query(c, "cursor"),
+    };
+    const list = await rpc<{ sessions: SessionListRow[]; nextCursor?: string }>(c, "sessions.list", {
+      limit: PAGE_SIZE,
+      ...(filter.kind ? { kinds: [filter.kind] } : {}),
+      ...(filter.agent ? { agentId: filter.agent } : {}),
+      ...(filter.label ? { label: filter.label } : {}),
+      ...(filter.channel ? { channel: filter.channel } : {}),
+      ...(filter.cursor ? { cursor: filter.cursor } : {}),
+    });
+    const data = { filter, ...list, liveUrl: liveUrl(c), agents: [] as string[] };
+    if (wantsFragment(c)) return c.html(<SessionsTable {...data} />);
+    const agents = await rpc<{ agents: Array<{ id: string }> }>(c, "agents.list");
+    data.agents = agents.agents.map((a) => a.id);
+    return c.html(<SessionsPage {...data} csrf={c.get("csrfToken")} notice={query(c, "notice")} />);
+  })
+
+  .get("/session", async (c) => {
+    const key = query(c, "key");
+    if (!key) throw new ApiError("INVALID_REQUEST", "`key` is required: the session key to show");
+    const before = queryInt(c, "before");
+    if (before === 0) throw new ApiError("INVALID_REQUEST", "`before` must be a seq of 1 or more");
+    const runId = query(c, "run");
+    const [entry, history, run] = await Promise.all([
+      rpc<SessionEntry>(c, "sessions.get", { key }),
+      rpc<{ messages: TranscriptMessage[]; hasMore: boolean; nextBefore?: number }>(c, "chat.history", {
+        sessionKey: key,
+        limit: TRANSCRIPT_PAGE,
+        includeTools: true,
+        ...(before ? { before } : {}),
+      }),
+      runId ? trackedRun(c, runId) : undefined,
+    ]);
+    const data = { entry, ...history, before, run, liveUrl: liveUrl(c) };
+    if (wantsFragment(c)) return c.html(<SessionLive {...data} />);
+    return c.html(<SessionPage {...data} csrf={c.get("csrfToken")} notice={query(c, "notice")} />);
+  })
+
+  .get("/runs", async (c) => {
+    const filter = { status: query(c, "status"), session: query(c, "session"), cursor: query(c, "cursor") };
+    const list = await rpc<{ runs: RunRow[]; nextCursor?: string }>(c, "runs.list", {
+      limit: PAGE_SIZE,
+      ...(filter.status ? { status: filter.status } : {}),
+      ...(filter.session ? { sessionKey: filter.session } : {}),
+      ...(filter.cursor ? { cursor: filter.cursor } : {}),
+    });
+    const data = { filter, ...list, liveUrl: liveUrl(c) };
+    if (wantsFragment(c)) return c.html(<RunsTable {...data} />);
+    return c.html(<RunsPage {...data} csrf={c.get("csrfToken")} />);
+  })
+
+  .get("/deliveries", async (c) => {
+    const filter = { status: query(c, "status"), session: query(c, "session"), cursor: query(c, "cursor") };
+    const list = await rpc<{ deliveries: DeliveryRow[]; nextCursor?: string }>(c, "deliveries.list", {
+      limit: PAGE_SIZE,
+      ...(filter.status ? { status: filter.status } : {}),
+      ...(filter.session ? { sessionKey: filter.session } : {}),
+      ...(filter.cursor ? { cursor: filter.cursor } : {}),
+    });
+    const url = new URL(c.req.url);
+    url.searchParams.delete("notice");
+    return c.html(
+      <DeliveriesPage
+        filter={filter}
+        {...list}
+        here={`${url.pathname}${url.search}`}
+        csrf={c.get("csrfToken")}
+        notice={query(c, "notice")}
+      />,
+    );
+  })
+
+  .get("/jobs", async (c) => {
+    const { jobs } = await rpc<{ jobs: JobRow[] }>(c, "cron.list");
+    return c.html(<JobsPage jobs={jobs} csrf={c.get("csrfToken")} />);
+  })
+
+  .get("/audit", async (c) => {
+    const report = await rpc<AuditReport>(c, "security.audit");
+    return c.html(<AuditPage report={report} csrf={c.get("csrfToken")} />);
+  });
+
+/** The run a page follows after a send: a run not recorded yet counts as queued. */
+async function trackedRun(c: Parameters<typeof rpc>[0], runId: string): Promise<TrackedRun> {
+  try {
+    return await rpc<TrackedRun>(c, "runs.get", { runId });
+  } catch (error) {
+    if (error instanceof ApiError && error.code === "NOT_FOUND") return { runId, status: "queued" };
+    throw error;
+  }
+}

@@ -1,0 +1,332 @@
+/**
+ * The operator dashboard (`/ui`) in Chromium against `wrangler dev`: login, the sessions list
+ * and its filters, a session's transcript (tool calls, compaction, paging), sending a message
+ * and seeing the reply, runs, retrying a dead delivery, jobs, the audit, CSRF and logout.
+ * Screenshots of every page at 1280×800 and at phone width land in test-results/screenshots/.
+ */
+import type { Browser, BrowserContext, Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { directMessage, GATEWAY_TOKEN, type Gateway, waitFor } from "../e2e/support/gateway.ts";
+import { startWorld, type World } from "../e2e/support/world.ts";
+import { chromiumPath, launchBrowser, newPage, PHONE, screenshot, visibleText } from "./support/browser.ts";
+
+const PAGES = [
+  "/ui",
+  "/ui/sessions",
+  "/ui/session?key=agent:main:main",
+  "/ui/runs",
+  "/ui/deliveries",
+  "/ui/jobs",
+  "/ui/audit",
+];
+const LONG_EXCHANGES = 27;
+
+interface Delivery {
+  deliveryId: string;
+  sessionKey: string;
+  status: string;
+  lastError?: string;
+}
+
+describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
+  let world: World;
+  let gw: Gateway;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let aliceKey: string;
+  let dead: Delivery;
+
+  const wait = (runId: string) => gw.call<{ status: string }>("agent.wait", { runId, timeoutMs: 60_000 });
+  const url = (path: string) => `${gw.url}${path}`;
+
+  beforeAll(async () => {
+    world = await startWorld({
+      retry: { attempts: 1, baseDelayMs: 1 },
+      agents: {
+        defaults: { model: "echo/echo" },
+        list: [
+          { id: "main", default: true },
+          { id: "ops", model: "fake/ops-model" },
+        ],
+      },
+      delivery: { maxAttempts: 2, baseDelayMs: 100, maxDelayMs: 200 },
+      extra: {
+        cron: {
+          jobs: [{ id: "nightly-report", schedule: "0 3 * * *", message: "Write the nightly report" }],
+        },
+      },
+    });
+    gw = world.gw;
+
+    // bob's reply is delivered; alice's goes dead while the connector is down.
+    const bob = await gw.inbound(
+      "telegram",
+      directMessage({ messageId: "b1", from: "bob", text: "status please" }),
+    );
+    await wait(bob.body.runId!);
+    world.connector.down();
+    const alice = await gw.inbound(
+      "telegram",
+      directMessage({ messageId: "a1", from: "alice", text: "hello from telegram", senderName: "Alice" }),
+    );
+    aliceKey = alice.body.sessionKey!;
+    await wait(alice.body.runId!);
+    dead = await waitFor(
+      async () =>
+        (
+          await gw.call<{ deliveries: Delivery[] }>("deliveries.list", {
+            sessionKey: aliceKey,
+            status: "dead",
+          })
+        ).deliveries[0],
+      30_000,
+      { intervalMs: 200, what: "alice's reply is dead" },
+    );
+    await gw.call("sessions.patch", { key: aliceKey, label: "alice-support" });
+    // A tool call and its result, then a compaction entry, in alice's transcript.
+    await wait(
+      (await gw.call<{ runId: string }>("agent", { sessionKey: aliceKey, message: "call:current_time {}" }))
+        .runId,
+    );
+    await wait((await gw.call<{ runId: string }>("sessions.compact", { key: aliceKey })).runId);
+    // A run that fails, with its cause.
+    world.model.fail(500, 3, "the ops model is down");
+    await wait(
+      (await gw.call<{ runId: string }>("agent", { agentId: "ops", message: "deploy status" })).runId,
+    );
+    // A transcript longer than one page (50 messages).
+    for (let i = 1; i <= LONG_EXCHANGES; i++) {
+      const sent = await gw.call<{ runId: string }>("agent", {
+        sessionKey: "agent:main:long-thread",
+        message: `message ${i}`,
+      });
+      await wait(sent.runId);
+    }
+
+    browser = await launchBrowser();
+    ({ context, page } = await newPage(browser));
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await world?.dispose();
+  });
+
+  it("without login, every /ui page redirects to the login form", async () => {
+    for (const path of PAGES) {
+      const res = await gw.fetch(path, { redirect: "manual" });
+      expect(res.status, path).toBe(303);
+      const location = new URL(res.headers.get("location") ?? "", gw.url);
+      expect(location.pathname).toBe("/ui/login");
+      expect(location.searchParams.get("next")).toBe(path);
+    }
+    await page.goto(url("/ui/runs"));
+    expect(new URL(page.url()).pathname).toBe("/ui/login");
+    await page.locator("form[aria-label='Log in']").waitFor();
+  });
+
+  it("refuses a wrong token with a clear error, then logs in and lands on the page asked for", async () => {
+    await page.fill("input[name=token]", "not-the-token");
+    const [wrong] = await Promise.all([
+      page.waitForResponse((r) => r.request().method() === "POST"),
+      page.click("button[type=submit]"),
+    ]);
+    expect(wrong.status()).toBe(401);
+    await page.getByText("That is not the operator token").waitFor();
+    await screenshot(page, "login-desktop");
+    await page.fill("input[name=token]", GATEWAY_TOKEN);
+    await page.click("button[type=submit]");
+    await page.waitForURL((u) => u.pathname === "/ui/runs");
+    const cookies = await context.cookies();
+    expect(cookies.find((c) => c.name === "switchboard_ui")).toMatchObject({
+      httpOnly: true,
+      sameSite: "Strict",
+      path: "/ui",
+    });
+  });
+
+  it("lists sessions newest first and finds one with the filters", async () => {
+    await page.goto(url("/ui/sessions"));
+    const rows = page.locator("table[aria-label=Sessions] tbody tr");
+    expect(await rows.count()).toBeGreaterThanOrEqual(4);
+    await page.getByText(aliceKey).first().waitFor();
+    await screenshot(page, "sessions-desktop");
+    await page.fill("input[name=label]", "alice-support");
+    await page.selectOption("select[name=kind]", "other");
+    await page.fill("input[name=channel]", "telegram");
+    await page.click("form[aria-label='Filter sessions'] button[type=submit]");
+    await page.waitForURL((u) => u.searchParams.get("label") === "alice-support");
+    expect(await rows.count()).toBe(1);
+    expect(await visibleText(rows.first())).toContain(aliceKey);
+    await page.fill("input[name=channel]", "slack");
+    await page.click("form[aria-label='Filter sessions'] button[type=submit]");
+    await page.getByText("No sessions match.").waitFor();
+    await page.goBack();
+    await rows.first().locator("a").click();
+    await page.waitForURL((u) => u.pathname === "/ui/session" && u.searchParams.get("key") === aliceKey);
+  });
+
+  it("reads the session's transcript: messages, collapsible tool calls and results, the compaction entry", async () => {
+    await page.getByText("hello from telegram").first().waitFor();
+    await page.locator(".msg.assistant", { hasText: "echo: hello from telegram" }).waitFor();
+    const call = page.locator("details.tool", { hasText: "Tool call current_time" });
+    const result = page.locator("details.tool", { hasText: "Result of current_time" });
+    expect(await call.count()).toBe(1);
+    expect(await result.count()).toBe(1);
+    expect(await result.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(false);
+    await result.locator("summary").click();
+    expect(await result.evaluate((d) => (d as HTMLDetailsElement).open)).toBe(true);
+    await page.locator(".msg.compaction", { hasText: "Summary of the messages before" }).waitFor();
+    expect(await visibleText(page.locator("dl.fields"))).toContain("alice-support");
+    await screenshot(page, "session-desktop");
+  });
+
+  it("sends a message and the reply appears on the session page", async () => {
+    await page.fill("form[aria-label='Send a message'] textarea", "ping from the dashboard");
+    await page.click("form[aria-label='Send a message'] button[type=submit]");
+    await page.waitForURL((u) => u.searchParams.get("notice") === "sent");
+    await page.locator(".msg.user", { hasText: "ping from the dashboard" }).waitFor({ timeout: 60_000 });
+    await page
+      .locator(".msg.assistant", { hasText: "echo: ping from the dashboard" })
+      .waitFor({ timeout: 60_000 });
+    await page.locator("#session-live[data-active='0']").waitFor({ timeout: 60_000 });
+    await screenshot(page, "session-reply-desktop");
+    // Not delivered to the chat: the dashboard sends with deliver: false.
+    expect(
+      world.connector.attemptsFor({ sessionKey: aliceKey, text: "echo: ping from the dashboard" }),
+    ).toEqual([]);
+  });
+
+  it("updates the session page while a run is in progress, without a reload", async () => {
+    world.model.reset();
+    const hang = world.model.hang();
+    await page.goto(url(`/ui/session?key=${encodeURIComponent("agent:ops:main")}`));
+    await page.fill("form[aria-label='Send a message'] textarea", "a slow question");
+    await page.click("form[aria-label='Send a message'] button[type=submit]");
+    await page.waitForURL((u) => u.searchParams.get("notice") === "sent");
+    await hang.started;
+    await page.locator("#session-live[data-active='1']").waitFor();
+    let navigations = 0;
+    page.on("framenavigated", () => navigations++);
+    hang.release({ text: "a slow answer" });
+    await page.locator(".msg.assistant", { hasText: "a slow answer" }).waitFor({ timeout: 60_000 });
+    await page.locator("#session-live[data-active='0']").waitFor({ timeout: 60_000 });
+    expect(navigations).toBe(0);
+  });
+
+  it("pages back through a long transcript", async () => {
+    await page.goto(url(`/ui/session?key=${encodeURIComponent("agent:main:long-thread")}`));
+    await page.locator(".msg.assistant", { hasText: `echo: message ${LONG_EXCHANGES}` }).waitFor();
+    const first = page.locator(".msg.user .text", { hasText: /^message 1$/ });
+    expect(await first.count()).toBe(0);
+    await page.getByText("« Older messages").click();
+    await page.waitForURL((u) => u.searchParams.has("before"));
+    await first.waitFor();
+    await page.getByText("Newest messages »").waitFor();
+  });
+
+  it("shows runs with status, error cause, duration and tokens", async () => {
+    await page.goto(url("/ui/runs"));
+    const table = page.locator("table[aria-label=Runs]");
+    await table.locator("tbody tr").first().waitFor();
+    const text = await visibleText(table);
+    expect(text).toMatch(/\bok\b/);
+    expect(text).toMatch(/\d+(\.\d)? (ms|s)/);
+    await screenshot(page, "runs-desktop");
+    await page.selectOption("select[name=status]", "error");
+    await page.click("form[aria-label='Filter runs'] button[type=submit]");
+    await page.waitForURL((u) => u.searchParams.get("status") === "error");
+    const errors = await visibleText(table);
+    expect(errors).toContain("agent:ops:main");
+    expect(errors).not.toMatch(/\bok\b/);
+    expect((await visibleText(table.locator("tbody tr td:last-child").first())).length).toBeGreaterThan(0);
+  });
+
+  it("retries a dead delivery: it is queued again and delivered once the connector is back", async () => {
+    world.connector.up();
+    await page.goto(url("/ui/deliveries?status=dead"));
+    const row = page.locator(`tr[data-delivery="${dead.deliveryId}"]`);
+    await row.waitFor();
+    expect(await visibleText(row)).toContain("dead");
+    expect(await visibleText(row)).toContain(dead.lastError ?? "503");
+    await screenshot(page, "deliveries-desktop");
+    await row.getByRole("button", { name: "Retry" }).click();
+    await page.getByText("Delivery queued again").waitFor();
+    await waitFor(() => world.connector.deliveriesFor({ deliveryId: dead.deliveryId }).length > 0, 30_000, {
+      intervalMs: 100,
+      what: "the retried delivery reaches the connector",
+    });
+    expect(world.connector.deliveriesFor({ deliveryId: dead.deliveryId })[0]?.body?.text).toBe(
+      "echo: hello from telegram",
+    );
+    await waitFor(
+      async () => {
+        await page.goto(url(`/ui/deliveries?session=${encodeURIComponent(aliceKey)}`));
+        return (await visibleText(row)).includes("delivered");
+      },
+      30_000,
+      { intervalMs: 250, what: "the delivery shows delivered" },
+    );
+  });
+
+  it("shows the scheduled jobs with their next run, and the security audit", async () => {
+    await page.goto(url("/ui/jobs"));
+    const jobs = await visibleText(page.locator("table[aria-label='Scheduled jobs']"));
+    expect(jobs).toContain("nightly-report");
+    expect(jobs).toContain("0 3 * * *");
+    expect(jobs).toMatch(/never/);
+    await screenshot(page, "jobs-desktop");
+    await page.goto(url("/ui/audit"));
+    expect(await visibleText(page.locator("table[aria-label=Secrets]"))).toContain("GATEWAY_TOKEN");
+    expect(await visibleText(page.locator("table[aria-label=Endpoints]"))).toContain("/ui/*");
+    await screenshot(page, "audit-desktop");
+  });
+
+  it("refuses a state-changing POST without the CSRF token (403), from the logged-in browser", async () => {
+    const res = await context.request.post(url("/ui/session/patch"), {
+      form: { key: aliceKey, label: "hijacked" },
+      headers: { origin: gw.url },
+      maxRedirects: 0,
+    });
+    expect(res.status()).toBe(403);
+    expect(await res.text()).toContain("CSRF");
+    const entry = await gw.call<{ label?: string }>("sessions.get", { key: aliceKey });
+    expect(entry.label).toBe("alice-support");
+  });
+
+  it("reads well at phone width", async () => {
+    const phone = await newPage(browser, PHONE);
+    try {
+      await phone.page.goto(url("/ui/login?next=/ui/sessions"));
+      await phone.page.fill("input[name=token]", GATEWAY_TOKEN);
+      await phone.page.click("button[type=submit]");
+      await phone.page.waitForURL((u) => u.pathname === "/ui/sessions");
+      // The page itself never scrolls sideways; wide tables scroll inside their own box.
+      const overflow = await phone.page.evaluate(
+        () => document.documentElement.scrollWidth - window.innerWidth,
+      );
+      expect(overflow).toBeLessThanOrEqual(0);
+      await screenshot(phone.page, "sessions-phone");
+      await phone.page.goto(url(`/ui/session?key=${encodeURIComponent(aliceKey)}`));
+      expect(
+        await phone.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth),
+      ).toBeLessThanOrEqual(0);
+      await screenshot(phone.page, "session-phone");
+      await phone.page.goto(url("/ui/deliveries"));
+      await screenshot(phone.page, "deliveries-phone");
+    } finally {
+      await phone.context.close();
+    }
+  });
+
+  it("logs out: the login form again, and pages redirect to it", async () => {
+    await page.goto(url("/ui/sessions"));
+    await page.getByRole("button", { name: "Log out" }).click();
+    await page.waitForURL((u) => u.pathname === "/ui/login");
+    expect((await context.cookies()).find((c) => c.name === "switchboard_ui")).toBeUndefined();
+    await page.goto(url("/ui/deliveries"));
+    expect(new URL(page.url()).pathname).toBe("/ui/login");
+    expect(new URL(page.url()).searchParams.get("next")).toBe("/ui/deliveries");
+  });
+});

@@ -1,8 +1,7 @@
 /**
  * Commands on sessions: `sessions list` and `sessions show` (RPC `sessions.list`,
- * `sessions.resolve`), `history` (`chat.history`) and `reset` (`sessions.reset`). Filters the
- * RPC has no parameter for (`--channel`), and finding one session's row, page through
- * `sessions.list`, newest first, a bounded number of pages.
+ * `sessions.get`), `history` (`chat.history`) and `reset` (`sessions.reset`). A listing longer
+ * than one RPC page (200 rows) pages through `sessions.list`, newest first.
  */
 import type { Command } from "commander";
 import type { RpcClient } from "../client.ts";
@@ -69,36 +68,29 @@ export interface HistoryPage {
 
 /** The most rows one `sessions.list` call returns. */
 const PAGE_MAX = 200;
-/** How far a client-side filter or a lookup pages before giving up: 25 × 200 sessions. */
-export const SCAN_PAGES = 25;
 
 /**
- * Sessions matching `match`, newest first, up to `want`, paging `sessions.list` with `params`
- * from `cursor` on. `nextCursor` is exact only when no row was filtered out (`match` absent):
- * pages are then sized to stop exactly at `want`.
+ * Up to `want` sessions, newest first, paging `sessions.list` with `params` from `cursor` on;
+ * pages are sized to stop exactly at `want`, so `nextCursor` continues the listing.
  */
 export async function collectSessions(
   client: RpcClient,
   params: Record<string, unknown>,
   want: number,
-  opts: { cursor?: string; match?: (row: SessionRow) => boolean } = {},
-): Promise<{ sessions: SessionRow[]; nextCursor?: string; more: boolean }> {
+  cursor?: string,
+): Promise<{ sessions: SessionRow[]; nextCursor?: string }> {
   const sessions: SessionRow[] = [];
-  let cursor = opts.cursor;
-  for (let page = 0; page < SCAN_PAGES && sessions.length < want; page++) {
-    const limit = opts.match ? PAGE_MAX : Math.min(PAGE_MAX, want - sessions.length);
+  while (sessions.length < want) {
     const answer = await client.call<SessionPage>("sessions.list", {
       ...params,
-      limit,
+      limit: Math.min(PAGE_MAX, want - sessions.length),
       ...(cursor ? { cursor } : {}),
     });
-    for (const row of answer.sessions) {
-      if (sessions.length < want && (!opts.match || opts.match(row))) sessions.push(row);
-    }
+    sessions.push(...answer.sessions.slice(0, want - sessions.length));
     cursor = answer.nextCursor;
-    if (!cursor) return { sessions, more: false };
+    if (!cursor || answer.sessions.length === 0) return { sessions };
   }
-  return opts.match ? { sessions, more: true } : { sessions, nextCursor: cursor, more: true };
+  return cursor ? { sessions, nextCursor: cursor } : { sessions };
 }
 
 function state(row: SessionRow): string {
@@ -167,12 +159,6 @@ export function historyText(page: HistoryPage, opts: { tools: boolean; key: stri
   return lines.join("\n");
 }
 
-/** The agent a canonical key belongs to (`agent:<id>:…`), to narrow a lookup. */
-function agentOfKey(key: string): string | undefined {
-  const m = /^agent:([^:]+):/.exec(key);
-  return m?.[1];
-}
-
 interface ListOptions extends GlobalOptions {
   kind?: string[];
   agent?: string;
@@ -212,11 +198,8 @@ export function registerSessionCommands(program: Command, io: CliIo): void {
       if (opts.label) params.label = opts.label;
       if (opts.active) params.activeMinutes = opts.active;
       if (opts.archived) params.archived = "all";
-      const channel = opts.channel;
-      const found = await collectSessions(client, params, opts.limit, {
-        ...(opts.cursor ? { cursor: opts.cursor } : {}),
-        ...(channel ? { match: (row: SessionRow) => row.channel === channel } : {}),
-      });
+      if (opts.channel) params.channel = opts.channel;
+      const found = await collectSessions(client, params, opts.limit, opts.cursor);
       const payload: SessionPage = {
         count: found.sessions.length,
         sessions: found.sessions,
@@ -226,11 +209,6 @@ export function registerSessionCommands(program: Command, io: CliIo): void {
         const text = [sessionsTable(payload.sessions, timeStyle(opts, io))];
         if (payload.nextCursor) {
           text.push("", `more: switchboard sessions list --cursor ${payload.nextCursor}`);
-        } else if (found.more && channel) {
-          text.push(
-            "",
-            `more may match: raise --limit (searched the ${SCAN_PAGES * PAGE_MAX} newest sessions)`,
-          );
         }
         return text.join("\n");
       });
@@ -238,32 +216,12 @@ export function registerSessionCommands(program: Command, io: CliIo): void {
 
   sessions
     .command("show")
-    .description("one session's entry: kind, model, tokens, state, delivery route")
+    .description("one session's entry: kind, model, tokens, state, delivery route (RPC sessions.get)")
     .argument("<key>", "session key (e.g. agent:main:main, or main)")
     .option("--json", "print the session row as JSON")
     .action(async (key: string, _opts: unknown, cmd: Command) => {
       const opts = cmd.optsWithGlobals<GlobalOptions>();
-      const client = clientFor(opts, io);
-      const resolved = await client.call<{ key: string; sessionId: string }>("sessions.resolve", { key });
-      const agentId = agentOfKey(resolved.key);
-      const found = await collectSessions(
-        client,
-        { archived: "all", includeGlobal: true, ...(agentId ? { agentId } : {}) },
-        1,
-        { match: (row) => row.key === resolved.key },
-      );
-      const row = found.sessions[0];
-      if (!row) {
-        // Resolved, but older than every session the lookup pages through.
-        output(io, opts, resolved, () =>
-          keyValues([
-            ["key", resolved.key],
-            ["sessionId", resolved.sessionId],
-            ["note", `not among the ${SCAN_PAGES * PAGE_MAX} most recently updated sessions; no details`],
-          ]),
-        );
-        return;
-      }
+      const row = await clientFor(opts, io).call<SessionRow>("sessions.get", { key });
       output(io, opts, row, () => sessionText(row, timeStyle(opts, io)));
     });
 

@@ -173,43 +173,23 @@ describe("sessions list", () => {
     expect(lines.at(-1)).toBe("more: switchboard sessions list --cursor c2");
   });
 
-  it("--channel filters the rows page by page", async () => {
-    const r = await runCli(["sessions", "list", "--channel", "telegram", "--limit", "2", "--json"], (q) =>
-      q.params.cursor
-        ? ok({
-            count: 2,
-            sessions: [
-              { ...SESSION, key: "b", channel: "telegram" },
-              { ...SESSION, key: "c", channel: "telegram" },
-            ],
-          })
-        : ok({
-            count: 2,
-            sessions: [SESSION, { ...SESSION, key: "a", channel: "telegram" }],
-            nextCursor: "c1",
-          }),
+  it("--channel is passed to the RPC's channel filter", async () => {
+    const r = await runCli(["sessions", "list", "--channel", "telegram", "--limit", "2", "--json"], () =>
+      ok({ count: 1, sessions: [{ ...SESSION, key: "a", channel: "telegram" }] }),
     );
     expect(r.code).toBe(0);
-    expect(r.requests.map((q) => q.params)).toEqual([{ limit: 200 }, { limit: 200, cursor: "c1" }]);
-    expect(JSON.parse(r.stdout)).toEqual({
-      count: 2,
-      sessions: [expect.objectContaining({ key: "a" }), expect.objectContaining({ key: "b" })],
-    });
+    expect(r.requests.map((q) => q.params)).toEqual([{ channel: "telegram", limit: 2 }]);
+    expect(JSON.parse(r.stdout)).toEqual({ count: 1, sessions: [expect.objectContaining({ key: "a" })] });
   });
 });
 
 describe("sessions show", () => {
-  it("resolves the key, then finds its row among the agent's sessions", async () => {
-    const r = await runCli(["sessions", "show", "main"], (q) =>
-      q.method === "sessions.resolve"
-        ? ok({ key: "agent:main:main", sessionId: "s-1" })
-        : ok({ count: 1, sessions: [{ ...SESSION, model: "echo/echo", totalTokens: 12 }] }),
+  it("prints the entry sessions.get returns", async () => {
+    const r = await runCli(["sessions", "show", "main"], () =>
+      ok({ ...SESSION, model: "echo/echo", totalTokens: 12 }),
     );
     expect(r.code).toBe(0);
-    expect(r.requests.map((q) => [q.method, q.params])).toEqual([
-      ["sessions.resolve", { key: "main" }],
-      ["sessions.list", { archived: "all", includeGlobal: true, agentId: "main", limit: 200 }],
-    ]);
+    expect(r.requests.map((q) => [q.method, q.params])).toEqual([["sessions.get", { key: "main" }]]);
     expect(r.stdout).toMatch(/^key +agent:main:main$/m);
     expect(r.stdout).toMatch(/^model +echo\/echo$/m);
   });

@@ -17,8 +17,8 @@ import {
   notLike,
 } from "drizzle-orm";
 import { FLUSH_ID_MARK, type TranscriptMessage } from "../transcript/message";
-import { database, writeBatch } from "./queries";
-import { col, selectRows } from "./reads";
+import { database, type SessionRow, writeBatch } from "./queries";
+import { col, mapRow, selectStatement } from "./reads";
 import * as schema from "./schema";
 
 // A compaction entry (?13 = 1) resolves its first kept message id (?14) to that message's seq;
@@ -178,30 +178,71 @@ export interface HistoryPage {
   nextBefore?: number;
 }
 
-/** A page of history ending before `before` (a seq), oldest first; keyset on (sessionId, seq). */
-export async function historyPage(
-  env: Env,
-  sessionId: string,
-  opts: { limit: number; before?: number; includeTools: boolean },
-): Promise<HistoryPage> {
+export interface HistoryOptions {
+  limit: number;
+  before?: number | undefined;
+  includeTools: boolean;
+}
+
+/** The statement of a history page of the transcript `sessionIdSql` (a `?` or a subquery) names. */
+function historyStatement(
+  db: D1Database,
+  sessionIdSql: string,
+  sessionParams: unknown[],
+  opts: HistoryOptions,
+): D1PreparedStatement {
   const m = schema.messages;
-  let where = `where ${col(m, "sessionId")} = ?`;
-  const params: unknown[] = [sessionId];
+  let where = `where ${col(m, "sessionId")} = ${sessionIdSql}`;
+  const params: unknown[] = [...sessionParams];
   if (opts.before !== undefined) {
     where += ` and ${col(m, "seq")} < ?`;
     params.push(opts.before);
   }
   if (!opts.includeTools) where += ` and ${col(m, "role")} <> 'toolResult'`;
-  const rows = await selectRows(env.DB, m, `${where} order by ${col(m, "seq")} desc limit ?`, [
+  return selectStatement(db, m, `${where} order by ${col(m, "seq")} desc limit ?`, [
     ...params,
     opts.limit + 1,
   ]);
-  const hasMore = rows.length > opts.limit;
-  const page = rows.slice(0, opts.limit).reverse().map(rowToMessage);
+}
+
+/** The page from the rows of a history statement (newest first, one more than the limit). */
+function historyOf(raw: Record<string, unknown>[], limit: number): HistoryPage {
+  const rows = raw.map((r) => mapRow(schema.messages, r));
+  const hasMore = rows.length > limit;
+  const page = rows.slice(0, limit).reverse().map(rowToMessage);
   const oldest = page[0]?.seq;
   return hasMore && oldest !== undefined
     ? { messages: page, hasMore, nextBefore: oldest }
     : { messages: page, hasMore };
+}
+
+/** A page of history ending before `before` (a seq), oldest first; keyset on (sessionId, seq). */
+export async function historyPage(env: Env, sessionId: string, opts: HistoryOptions): Promise<HistoryPage> {
+  const { results } = await historyStatement(env.DB, "?", [sessionId], opts).all<Record<string, unknown>>();
+  return historyOf(results, opts.limit);
+}
+
+/**
+ * The session stored under `key` and a history page of its current transcript, in one D1 round
+ * trip (the page is empty when no session is stored under the key).
+ */
+export async function sessionWithHistoryPage(
+  env: Env,
+  key: string,
+  opts: HistoryOptions,
+): Promise<{ row: SessionRow | undefined; page: HistoryPage }> {
+  const s = schema.sessions;
+  const [sessions, messages] = await env.DB.batch<Record<string, unknown>>([
+    selectStatement(env.DB, s, `where ${col(s, "key")} = ? limit 1`, [key]),
+    historyStatement(
+      env.DB,
+      `(select ${col(s, "sessionId")} from "${getTableName(s)}" where ${col(s, "key")} = ?)`,
+      [key],
+      opts,
+    ),
+  ]);
+  const raw = sessions?.results[0];
+  return { row: raw ? mapRow(s, raw) : undefined, page: historyOf(messages?.results ?? [], opts.limit) };
 }
 
 /** Ascending chunk of a transcript after `afterSeq`, for streaming exports. */

@@ -5,7 +5,7 @@
 import { z } from "zod";
 import { resolveModelRef } from "../agent/models";
 import type { Config } from "../config/schema";
-import { historyPage } from "../db/messages";
+import { sessionWithHistoryPage } from "../db/messages";
 import { getSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
 import { ApiError, actorError } from "../http/errors";
 import { agentIdOfKey, agentMainKey, normalizeAgentId } from "../keys/session-key";
@@ -184,12 +184,13 @@ export const SESSION_METHODS: Record<string, Method> = {
       includeTools: z.boolean().optional(),
     }),
     async (p, { env, config }) => {
-      const row = await requireSession(env, config, p.sessionKey);
-      const page = await historyPage(env, row.sessionId, {
+      // The session and its page in one D1 round trip.
+      const { row, page } = await sessionWithHistoryPage(env, canonicalKey(p.sessionKey, config), {
         limit: p.limit ?? 200,
         before: p.before,
         includeTools: p.includeTools ?? true,
       });
+      if (!row) throw new ApiError("NOT_FOUND", `session not found: ${p.sessionKey}`);
       return { sessionKey: row.key, sessionId: row.sessionId, ...page };
     },
   ),

@@ -77,6 +77,33 @@ export async function findVisibleSession(
 }
 
 /**
+ * findVisibleSession that also reads something of the session: by its key in the same D1 round
+ * trip as the session itself (`byKey`), or, when the argument names a sessionId, after it
+ * (`byRow`). What `byKey` read of a session the caller may not see is dropped unseen.
+ */
+export async function findVisibleSessionWith<T>(
+  arg: string,
+  ctx: LookupContext,
+  read: {
+    byKey(key: string): Promise<{ row: SessionRow | undefined; extra: T }>;
+    byRow(row: SessionRow): Promise<T>;
+  },
+): Promise<(VisibleSession & { extra: T }) | ToolFailure> {
+  const given = arg.trim();
+  if (!given) return toolError("the session argument is empty; pass a session key, `main`, or a sessionId");
+  const canonical = canonicalToolKey(given, ctx);
+  if ("status" in canonical) return canonical;
+  const { row, extra } = await read.byKey(canonical.key);
+  if (row) {
+    const found = visible(row, given, ctx);
+    return "status" in found ? found : { ...found, extra };
+  }
+  const byId = UUID.test(given) ? await getSessionBySessionId(ctx.env, given.toLowerCase()) : undefined;
+  const found = visible(byId, given, ctx);
+  return "status" in found ? found : { ...found, extra: await read.byRow(found.row) };
+}
+
+/**
  * Resolves a session by its label (unique per agent; `agentId` defaults to the caller's agent),
  * with the same visibility rule and the same not-found answer.
  */

@@ -5,11 +5,11 @@
  * bounds the messages of a `sessions_list` page the same way.
  */
 import { z } from "zod";
-import { historyPage } from "../db/messages";
+import { historyPage, sessionWithHistoryPage } from "../db/messages";
 import type { ContentPart, TranscriptMessage } from "../transcript/message";
 import { clampInt } from "../views/session-page";
 import { redactSecrets } from "./redaction";
-import { findVisibleSession } from "./resolve-session";
+import { findVisibleSessionWith } from "./resolve-session";
 import { defineTool } from "./types";
 
 export const MAX_TEXT_CHARS = 4000;
@@ -166,14 +166,21 @@ export const sessionsHistoryTool = defineTool({
       .describe("`nextBefore` from the previous page: only messages before this seq."),
   }),
   async execute(args, ctx) {
-    const target = await findVisibleSession(args.sessionKey, ctx);
-    if ("status" in target) return target;
-    const { row, displayKey } = target;
-    const page = await historyPage(ctx.env, row.sessionId, {
+    const opts = {
       limit: clampInt(args.limit, 1, 200, 50),
       before: args.before === undefined ? undefined : Math.trunc(args.before),
       includeTools: args.includeTools ?? false,
+    };
+    // The session and its page in one D1 round trip when the argument is a key.
+    const target = await findVisibleSessionWith(args.sessionKey, ctx, {
+      byKey: async (key) => {
+        const { row, page } = await sessionWithHistoryPage(ctx.env, key, opts);
+        return { row, extra: page };
+      },
+      byRow: (row) => historyPage(ctx.env, row.sessionId, opts),
     });
+    if ("status" in target) return target;
+    const { row, displayKey, extra: page } = target;
     const bounded = boundHistory(page.messages);
     // Dropped messages are older than every kept one, so paging on from the oldest kept message
     // reaches them; when nothing fits, page on past the whole page.

@@ -4,7 +4,7 @@
  * function and per module. Writes the raw profile to a .cpuprofile file (open it in Chrome
  * DevTools → Performance). 127.0.0.1 only, bounded counts.
  *
- *   npm run profile -- [count=500] [new|existing|list|history|healthz] [--cpu]
+ *   npm run profile -- [count=500] [new|existing|list|history|healthz] [--cpu] [--serial]
  *     new       every message opens a new session (default)
  *     existing  every message goes to one of the sessions the warm-up created
  *     list      sessions_list (limit 50) through POST /tools/invoke, after the warm-up
@@ -12,6 +12,7 @@
  *     healthz   GET /healthz, the floor the read paths are compared with
  *     --cpu     no profiler: only workerd's own CPU per request, from /proc (what the bench's
  *               bars measure; the profiler's sampling adds to it)
+ *     --serial  one request at a time (as the bench's read-path ratios are measured), not 32
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -23,11 +24,11 @@ import { type LocalServer, scratchDir, startLocalServer } from "../scripts/lib/l
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 
-const args = process.argv.slice(2).filter((a) => a !== "--cpu");
+const args = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const CPU_ONLY = process.argv.includes("--cpu");
 const COUNT = Math.min(Number(args[0] ?? 500) || 500, 5000);
 const MODE = args[1] ?? "new";
-const CONCURRENCY = 32;
+const CONCURRENCY = process.argv.includes("--serial") ? 1 : 32;
 const TOKEN = "profile-token";
 const SECRET = "profile-connector-secret";
 

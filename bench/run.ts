@@ -83,8 +83,9 @@ const N = {
   inboundWarmup: 32,
   inbound: 1_000,
   order: 200,
-  listWarmup: 20,
-  list: 200,
+  /** Read-path requests before measuring: past the JIT's warm-up, as a gateway in service is. */
+  listWarmup: 100,
+  list: 300,
   historyWarmupRounds: 10,
   historyRounds: 100,
   turnWarmup: 3,

@@ -84,6 +84,13 @@ Switchboard is running on ${server.url} (echo model, operator token "${token}").
   curl -s -X POST ${server.url}/rpc/agent -H 'authorization: Bearer ${token}' -d '{"message":"hello"}'
   curl -s -X POST ${server.url}/rpc/sessions.list -H 'authorization: Bearer ${token}' -d '{}'
 
+  # the OpenAI-compatible API and the MCP server (same token)
+  curl -s ${server.url}/v1/chat/completions -H 'authorization: Bearer ${token}' -H 'content-type: application/json' -d '{"model":"switchboard/main","messages":[{"role":"user","content":"hi"}]}'
+  curl -s -X POST ${server.url}/mcp -H 'authorization: Bearer ${token}' -H 'accept: application/json, text/event-stream' -H 'content-type: application/json' -d '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+
+  # the CLI
+  SWITCHBOARD_URL=${server.url} SWITCHBOARD_TOKEN=${token} npx switchboard sessions list
+
   # a signed chat message from the "dev" connector (the reply is printed here)
   body="${body}"; t=$(date +%s)
   sig=$(printf '%s' "$t.$body" | openssl dgst -sha256 -hmac '${connectorSecret}' | sed 's/^.* //')

@@ -109,14 +109,18 @@ export class DeliveryOutbox {
   }
 
   private insert(payload: DeliveryPayload, nextAt: number, json = JSON.stringify(payload)): boolean {
-    const written = this.sql.exec(
-      `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)`,
-      payload.deliveryId,
-      json,
-      nextAt,
-    ).rowsWritten;
-    if (this.rows !== undefined) this.rows += written;
-    return written > 0;
+    // RETURNING says whether the row was added (`rowsWritten` counts the key's index entry too).
+    const added = this.sql
+      .exec(
+        `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)
+         RETURNING delivery_id`,
+        payload.deliveryId,
+        json,
+        nextAt,
+      )
+      .toArray().length;
+    if (this.rows !== undefined) this.rows += added;
+    return added > 0;
   }
 
   /** How many deliveries are owed here (counted once, then kept as rows are added and removed). */
@@ -268,7 +272,9 @@ export class DeliveryOutbox {
         id,
       );
     } else {
-      const removed = this.sql.exec(`DELETE FROM outbox WHERE delivery_id = ?`, id).rowsWritten;
+      const removed = this.sql
+        .exec(`DELETE FROM outbox WHERE delivery_id = ? RETURNING delivery_id`, id)
+        .toArray().length;
       if (this.rows !== undefined) this.rows -= removed;
     }
   }

@@ -7,7 +7,8 @@ export const MAX_SKEW_SECONDS = 300;
 
 const encoder = new TextEncoder();
 
-async function hmacHex(secret: string, message: string): Promise<string> {
+/** HMAC-SHA256 of `message` under `secret`, as lowercase hex. */
+export async function hmacHex(secret: string, message: string): Promise<string> {
   const key = await crypto.subtle.importKey(
     "raw",
     encoder.encode(secret),

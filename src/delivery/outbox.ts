@@ -76,18 +76,7 @@ export class DeliveryOutbox {
       this.config().session.sendPolicy,
     );
     if (verdict === "deny") return undefined;
-    const payload: DeliveryPayload = {
-      deliveryId,
-      kind: out.kind,
-      sessionKey,
-      channel: route.channel,
-      accountId: route.accountId,
-      to: route.to,
-      text: out.text,
-    };
-    if (route.threadId) payload.threadId = route.threadId;
-    if (route.replyToMessageId) payload.replyToMessageId = route.replyToMessageId;
-    return payload;
+    return payloadOf({ deliveryId, kind: out.kind, sessionKey, text: out.text, ...route });
   }
 
   /** Adds the local retry row; adding the same delivery twice is a no-op. */
@@ -297,8 +286,11 @@ export interface AttemptState {
   deliveredAt?: number;
 }
 
-/** The payload a stored `deliveries` row was made from (to attempt it again). */
-export function payloadOfRow(row: {
+/**
+ * A delivery payload from its fields (a route, or a stored `deliveries` row: the payload it was
+ * made from, to attempt it again), with the optional thread and reply fields only when set.
+ */
+export function payloadOf(f: {
   deliveryId: string;
   kind: string;
   sessionKey: string;
@@ -306,20 +298,20 @@ export function payloadOfRow(row: {
   accountId: string;
   to: string;
   text: string;
-  threadId: string | null;
-  replyToMessageId: string | null;
+  threadId?: string | null | undefined;
+  replyToMessageId?: string | null | undefined;
 }): DeliveryPayload {
   const payload: DeliveryPayload = {
-    deliveryId: row.deliveryId,
-    kind: row.kind as DeliveryKind,
-    sessionKey: row.sessionKey,
-    channel: row.channel,
-    accountId: row.accountId,
-    to: row.to,
-    text: row.text,
+    deliveryId: f.deliveryId,
+    kind: f.kind as DeliveryKind,
+    sessionKey: f.sessionKey,
+    channel: f.channel,
+    accountId: f.accountId,
+    to: f.to,
+    text: f.text,
   };
-  if (row.threadId) payload.threadId = row.threadId;
-  if (row.replyToMessageId) payload.replyToMessageId = row.replyToMessageId;
+  if (f.threadId) payload.threadId = f.threadId;
+  if (f.replyToMessageId) payload.replyToMessageId = f.replyToMessageId;
   return payload;
 }
 

@@ -14,7 +14,7 @@ import {
   listRuns,
   type SessionRow,
 } from "../db/queries";
-import { payloadOfRow } from "../delivery/outbox";
+import { payloadOf } from "../delivery/outbox";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
 import { agentMainKey, chatTypeOfKey, isReservedKey, normalizeAgentId } from "../keys/session-key";
@@ -276,7 +276,7 @@ export const RUN_METHODS: Record<string, Method> = {
       );
     }
     if (row.status !== "dead") return { deliveryId: row.deliveryId, status: row.status, requeued: false };
-    const { requeued } = await actorFor(env, row.sessionKey).retryDelivery(row.sessionKey, payloadOfRow(row));
+    const { requeued } = await actorFor(env, row.sessionKey).retryDelivery(row.sessionKey, payloadOf(row));
     // Not requeued: the actor still owes it (an attempt is pending there).
     return { deliveryId: row.deliveryId, status: "pending", requeued };
   }),

@@ -7,29 +7,16 @@
  */
 import type { Context } from "hono";
 import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
-import { equalsSecret, safeEqual } from "../auth/signature";
+import { equalsSecret, hmacHex, safeEqual } from "../auth/signature";
 
 export const LOGIN_COOKIE = "switchboard_ui";
 export const LOGIN_TTL_MS = 12 * 60 * 60 * 1000;
 export const CSRF_FIELD = "_csrf";
 const COOKIE_PATH = "/ui";
-const encoder = new TextEncoder();
 
 export function operatorToken(env: Env): string | undefined {
   const value = (env as unknown as Record<string, unknown>).GATEWAY_TOKEN;
   return typeof value === "string" && value !== "" ? value : undefined;
-}
-
-async function hmacHex(key: string, message: string): Promise<string> {
-  const k = await crypto.subtle.importKey(
-    "raw",
-    encoder.encode(key),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const mac = await crypto.subtle.sign("HMAC", k, encoder.encode(message));
-  return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 /** The key the login cookie is signed with: derived from the token, never the token itself. */

@@ -56,9 +56,9 @@ describe("DeliveryOutbox", () => {
           () => {},
         );
         // Counted once, on first use; kept in memory from then on.
-      expect(outbox.nextDue()).toBeUndefined();
-      expect(seen).toEqual(["SELECT"]);
-      for (let n = 0; n < 5; n++) {
+        expect(outbox.nextDue()).toBeUndefined();
+        expect(seen).toEqual(["SELECT"]);
+        for (let n = 0; n < 5; n++) {
           expect((await outbox.addAndAttempt(payload(n), 5_000))?.status).toBe("delivered");
           // A repeat of a settled delivery adds it again (it is owed again), then settles it.
           if (n === 2) expect((await outbox.addAndAttempt(payload(n), 5_000))?.status).toBe("delivered");

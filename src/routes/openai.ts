@@ -12,6 +12,7 @@
 import { Hono } from "hono";
 import { streamSSE } from "hono/streaming";
 import { requireToken } from "../auth/bearer";
+import { stableUuid } from "../auth/signature";
 import { ConfigError, loadConfig } from "../config/load";
 import { getRun, getSession } from "../db/queries";
 import { limitBody } from "../http/body-limit";
@@ -88,11 +89,15 @@ export const openai = new Hono<{ Bindings: Env }>()
       );
     }
 
+    // A fresh session's id follows from the idempotency key when there is one: retries of the
+    // same request, even concurrent ones, reach the same session and its one dedupe by run id.
+    const freshId = idempotencyKey ? await stableUuid(`openai:${idempotencyKey}`) : crypto.randomUUID();
     const choice = chooseSessionKey(
-      { header: c.req.header(SESSION_HEADER), user: body.user, agentId, freshId: crypto.randomUUID() },
+      { header: c.req.header(SESSION_HEADER), user: body.user, agentId, freshId },
       config.session,
     );
-    const entry = await getSession(c.env, choice.key);
+    // A random fresh key names no stored session yet.
+    const entry = choice.by === "fresh" && !idempotencyKey ? undefined : await getSession(c.env, choice.key);
     // Agent-less keys (`hook:…`, `cron:…`, `global`) belong to the agent of their entry.
     if (choice.by === "header" && entry && entry.agentId !== agentId)
       throw notTheAgents(choice.key, entry.agentId, agentId);

@@ -358,6 +358,19 @@ describe("POST /v1/chat/completions", () => {
   });
 });
 
+describe("concurrent retries", () => {
+  it("two requests with the same Idempotency-Key at once run the message once, in one session", async () => {
+    const headers = { "idempotency-key": "retry-concurrent" };
+    const [a, b] = await Promise.all([chat(ask("at once"), headers), chat(ask("at once"), headers)]);
+    expect(b.headers.get("x-switchboard-run-id")).toBe(a.headers.get("x-switchboard-run-id"));
+    expect(b.headers.get(SESSION)).toBe(a.headers.get(SESSION));
+    expect(await historyTexts(a.headers.get(SESSION) as string)).toEqual([
+      "user: at once",
+      "assistant: echo: at once",
+    ]);
+  });
+});
+
 describe("which session", () => {
   it("`user` is a direct chat from channel openai: the main session under dmScope main", async () => {
     const res = await chat(ask("as alice", { user: "alice" }));

@@ -265,6 +265,9 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
     { method: "GET", path: "/healthz", auth: "none", enabled: true },
     operator("POST", "/rpc/:method"),
     operator("POST", "/tools/invoke"),
+    operator("POST", "/mcp"),
+    operator("POST", "/v1/chat/completions"),
+    operator("GET", "/v1/models"),
     operator("GET", "/v1/transcripts/:sessionId.jsonl"),
     // The dashboard: a login with the operator token, then a signed cookie and CSRF tokens.
     { ...operator("GET, POST", "/ui/*"), auth: "GATEWAY_TOKEN (login form, signed cookie)" },
@@ -286,7 +289,7 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
       id: "http-session-tool",
       severity: "medium",
       setting: "gateway.tools.allow",
-      message: `${tool} is allowed over /tools/invoke: operator-token holders can ${tool === "sessions_send" ? "message any visible session" : "start sub-agents"} over HTTP; remove it unless needed`,
+      message: `${tool} is allowed over /tools/invoke and /mcp: operator-token holders can ${tool === "sessions_send" ? "message any visible session" : "start sub-agents"} over HTTP; remove it unless needed`,
     });
   }
   const a2a = config.tools.agentToAgent;

@@ -53,7 +53,7 @@ function backLink(c: UiContext): string | undefined {
 
 function errorPage(
   c: UiContext,
-  status: 400 | 401 | 403 | 404 | 409 | 500 | 503,
+  status: 400 | 401 | 403 | 404 | 409 | 413 | 429 | 500 | 503,
   title: string,
   message: string,
 ) {
@@ -168,7 +168,7 @@ ui.onError((error, c) => {
     return errorPage(c, 403, "Form refused", "This form was not sent from this dashboard's origin.");
   }
   if (error instanceof ApiError) {
-    const status = ([400, 401, 403, 404, 409, 503] as const).find((s) => s === error.status) ?? 500;
+    const status = ([400, 401, 403, 404, 409, 413, 429, 503] as const).find((s) => s === error.status) ?? 500;
     return errorPage(c, status, status === 404 ? "Not found" : "Request refused", error.message);
   }
   if (error instanceof ConfigError) {

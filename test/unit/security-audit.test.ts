@@ -53,6 +53,9 @@ describe("security.audit", () => {
     expect(by["/hooks/inbound/slack"]).toMatchObject({ enabled: false, reason: "SLACK_SECRET is not set" });
     expect(by["/healthz"]).toMatchObject({ enabled: true, auth: "none" });
     expect(by["/ui/*"]).toMatchObject({ enabled: true, auth: "GATEWAY_TOKEN (login form, signed cookie)" });
+    for (const path of ["/tools/invoke", "/mcp", "/v1/chat/completions", "/v1/models"]) {
+      expect(by[path], path).toMatchObject({ enabled: true, auth: "GATEWAY_TOKEN" });
+    }
     expect(ids(report)).toEqual(
       expect.arrayContaining([
         "medium:connector-secret-missing",

@@ -118,18 +118,10 @@ export class DeliveryOutbox {
     return this.rows;
   }
 
-  /**
-   * Queues a delivery again for a fresh round of attempts (an operator's retry of a dead one).
-   * False when it is still owed (its row is here, or an attempt is in flight): nothing changes.
-   */
-  requeue(payload: DeliveryPayload): boolean {
-    if (this.inFlight.has(payload.deliveryId)) return false;
-    const owed = this.sql
-      .exec(`SELECT 1 FROM outbox WHERE delivery_id = ?`, payload.deliveryId)
-      .toArray().length;
-    if (owed) return false;
-    this.add(payload);
-    return true;
+  /** Whether a delivery is owed here: its row is in the table, or an attempt is in flight. */
+  owes(deliveryId: string): boolean {
+    if (this.inFlight.has(deliveryId)) return true;
+    return this.sql.exec(`SELECT 1 FROM outbox WHERE delivery_id = ?`, deliveryId).toArray().length > 0;
   }
 
   /** When the next attempt is due, if any delivery is owed (an attempt in flight holds a lease). */

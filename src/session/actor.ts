@@ -299,8 +299,10 @@ export class SessionActor extends DurableObject<Env> {
    */
   async retryDelivery(sessionKey: string, payload: DeliveryPayload): Promise<{ requeued: boolean }> {
     await this.bind(sessionKey);
-    if (!this.outbox.requeue(payload)) return { requeued: false };
+    if (this.outbox.owes(payload.deliveryId)) return { requeued: false };
+    // Marked pending before the row can be attempted, so an attempt's outcome always lands after.
     await this.records.deliveryRequeued(payload, Date.now());
+    this.outbox.add(payload);
     this.outbox.dispatch();
     if (!this.live.current) await this.scheduleAlarm();
     return { requeued: true };

@@ -5,7 +5,7 @@
  */
 import { InvalidArgumentError } from "commander";
 import { CliError, createClient, EXIT, normalizeUrl, type RpcClient } from "./client.ts";
-import { json, type TimeStyle } from "./format.ts";
+import { json, type TimeStyle, terminalSafe } from "./format.ts";
 
 export interface CliIo {
   env: Readonly<Record<string, string | undefined>>;
@@ -28,8 +28,15 @@ export interface GlobalOptions {
   iso?: boolean;
 }
 
+/** Prints text for people (control characters made harmless, see terminalSafe). */
 export function print(io: Pick<CliIo, "stdout">, text: string): void {
-  io.stdout(text.endsWith("\n") ? text : `${text}\n`);
+  const safe = terminalSafe(text);
+  io.stdout(safe.endsWith("\n") ? safe : `${safe}\n`);
+}
+
+/** Prints a payload as JSON, exactly (JSON escapes the C0 controls itself). */
+export function printJson(io: Pick<CliIo, "stdout">, payload: unknown): void {
+  io.stdout(`${json(payload)}\n`);
 }
 
 /**
@@ -55,7 +62,8 @@ export function timeStyle(opts: GlobalOptions, io: CliIo): TimeStyle {
 
 /** `--json`: the payload as the gateway sent it; otherwise what `human` renders. */
 export function output(io: CliIo, opts: GlobalOptions, payload: unknown, human: () => string): void {
-  print(io, opts.json ? json(payload) : human());
+  if (opts.json) printJson(io, payload);
+  else print(io, human());
 }
 
 /** Option parsers: a bad value is commander's usage error (exit 2) naming the option. */

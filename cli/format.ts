@@ -12,6 +12,16 @@ export interface Column<R> {
   align?: "left" | "right";
 }
 
+/**
+ * Text safe to write to a terminal: control characters other than newline and tab (escape
+ * sequences that could retitle the window, hide lines or set the clipboard) become U+FFFD.
+ * Transcripts, model output and connector errors are not the operator's to run.
+ */
+export function terminalSafe(text: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point.
+  return text.replace(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/g, "\ufffd");
+}
+
 /** A cell on one line: newlines and tabs become spaces. */
 export function oneLine(text: string): string {
   return text.replace(/\s*[\r\n\t]+\s*/g, " ");

@@ -12,6 +12,7 @@ import { registerSendCommand } from "./commands/send.ts";
 import { registerSessionCommands } from "./commands/sessions.ts";
 import { registerTailCommand } from "./commands/tail.ts";
 import type { CliIo } from "./context.ts";
+import { oneLine, terminalSafe } from "./format.ts";
 
 export function buildProgram(io: CliIo, version: string): Command {
   const program = new Command("switchboard")
@@ -50,10 +51,12 @@ export async function run(argv: string[], io: CliIo, version = "0.0.0"): Promise
     // Commander already printed its message (or the help/version it was asked for).
     if (error instanceof CommanderError) return error.exitCode === 0 ? EXIT.ok : EXIT.usage;
     if (error instanceof CliError) {
-      io.stderr(`switchboard: ${error.message}\n`);
+      io.stderr(`switchboard: ${terminalSafe(oneLine(error.message))}\n`);
       return error.exitCode;
     }
-    io.stderr(`switchboard: ${error instanceof Error ? error.message : String(error)}\n`);
+    io.stderr(
+      `switchboard: ${terminalSafe(oneLine(error instanceof Error ? error.message : String(error)))}\n`,
+    );
     return EXIT.api;
   }
 }

@@ -6,8 +6,8 @@
  */
 import type { Command } from "commander";
 import { CliError, EXIT, type RpcClient } from "../client.ts";
-import { type CliIo, clientFor, type GlobalOptions, output, positiveSeconds, print } from "../context.ts";
-import { type HistoryMessage, json, messageText } from "../format.ts";
+import { type CliIo, clientFor, type GlobalOptions, output, positiveSeconds, printJson } from "../context.ts";
+import { type HistoryMessage, messageText } from "../format.ts";
 
 interface Queued {
   runId: string;
@@ -111,7 +111,7 @@ export function registerSendCommand(program: Command, io: CliIo): void {
       const reply = await replyOf(client, queued.sessionKey, queued.runId);
       const payload = { ...result, sessionKey: queued.sessionKey, sessionId: queued.sessionId, reply };
       if (result.runStatus !== "ok") {
-        if (opts.json) print(io, json(payload));
+        if (opts.json) printJson(io, payload);
         throw new CliError(
           EXIT.api,
           `run ${queued.runId} ended ${result.runStatus}${result.error ? `: ${result.error}` : ""}`,

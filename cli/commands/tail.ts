@@ -91,7 +91,7 @@ export async function follow(
 ): Promise<void> {
   const show = (messages: HistoryMessage[]) => {
     for (const m of messages) {
-      if (opts.json) print(io, JSON.stringify(m));
+      if (opts.json) io.stdout(`${JSON.stringify(m)}\n`);
       else for (const line of messageLines(m, { tools: opts.tools })) print(io, line);
     }
   };

@@ -10,6 +10,7 @@ import {
   oneLine,
   relativeTime,
   table,
+  terminalSafe,
   truncate,
   when,
 } from "../../cli/format.ts";
@@ -144,5 +145,14 @@ describe("messageLines", () => {
     expect(messageLines(result, { tools: true })).toEqual([
       "2025-06-01T12:00:00Z  tool       ← sessions_list (error): boom bad",
     ]);
+  });
+});
+
+describe("terminalSafe", () => {
+  it("makes escape sequences and other control characters harmless, keeping newlines and tabs", () => {
+    const hostile = "title\u001b]0;pwned\u0007 clip\u001b]52;c;ZXZpbA==\u0007 csi\u009b2J end\n\tnext";
+    expect(terminalSafe(hostile)).toBe(
+      "title\ufffd]0;pwned\ufffd clip\ufffd]52;c;ZXZpbA==\ufffd csi\ufffd2J end\n\tnext",
+    );
   });
 });

@@ -45,6 +45,8 @@ import {
 } from "./openai-format";
 
 const IDEMPOTENCY_HEADER = "idempotency-key";
+/** How often a stream waiting for its run sends a keep-alive comment. */
+const KEEPALIVE_MS = 15_000;
 const MAX_IDEMPOTENCY_KEY = 256;
 
 function asOpenAIError(error: unknown): OpenAIError {
@@ -138,8 +140,13 @@ export const openai = new Hono<{ Bindings: Env }>()
     return streamSSE(c, async (stream) => {
       const send = (data: object) => stream.writeSSE({ data: JSON.stringify(data) });
       await send(chunk(base, { role: "assistant", content: "" }, null, includeUsage));
+      // An SSE comment every KEEPALIVE_MS while the run goes on: proxies and clients that drop
+      // an idle stream keep it open (OpenAI's clients skip comments).
+      const keepalive = setInterval(() => {
+        stream.write(": keep-alive\n\n").catch(() => {});
+      }, KEEPALIVE_MS);
       try {
-        const { reply, usage } = await settle();
+        const { reply, usage } = await settle().finally(() => clearInterval(keepalive));
         for (const next of closingChunks(base, reply, usage, includeUsage)) await send(next);
         await stream.writeSSE({ data: "[DONE]" });
       } catch (error) {

@@ -5,7 +5,7 @@
  */
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { app } from "../../src/http/app";
 import { SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
 import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
@@ -462,6 +462,30 @@ describe("stream: true", () => {
       { ...common, choices: [{ index: 0, delta: { content: "echo: stream me" }, finish_reason: null }] },
       { ...common, choices: [{ index: 0, delta: {}, finish_reason: "stop" }] },
     ]);
+  });
+
+  it("sends keep-alive comments while the run goes on", async () => {
+    const model = hangingModel();
+    const key = "agent:main:openai:dm:stream-keepalive";
+    await withActorConfig(key, SLOW_MODEL_CONFIG);
+    vi.useFakeTimers({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const res = await chat(ask("take your time", { stream: true }), {
+        [SESSION]: key,
+        "x-switchboard-timeout-seconds": "1",
+      });
+      await vi.waitFor(() => expect(vi.getTimerCount()).toBeGreaterThan(0));
+      vi.advanceTimersByTime(30_000);
+      const text = await res.text();
+      expect(text.match(/^: keep-alive$/gm)).toHaveLength(2);
+      // The wait then ends (1 s here), as an error event after the comments; no timer is left.
+      expect(text).toMatch(/: keep-alive\n\n(.|\n)*"code":"wait_timeout"/);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      vi.useRealTimers();
+      expect(await rpc("sessions.delete", { key })).toMatchObject({ status: 200 });
+      model.restore();
+    }
   });
 
   it("with stream_options.include_usage, a last chunk carries the usage", async () => {

@@ -87,6 +87,12 @@ export const Csrf: FC<{ token: string }> = ({ token }) => (
   <input type="hidden" name={CSRF_FIELD} value={token} />
 );
 
+/**
+ * A form's one-time id, sent as the run's idempotency key: a form submitted twice (a double
+ * click, a resubmitted POST) queues one run.
+ */
+export const SubmitId: FC = () => <input type="hidden" name="submitId" value={crypto.randomUUID()} />;
+
 const TONES: Record<string, string> = {
   ok: "b-ok",
   delivered: "b-ok",

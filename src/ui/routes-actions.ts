@@ -14,6 +14,12 @@ function withNotice(path: string, notice: string): string {
   return `${url.pathname}${url.search}`;
 }
 
+/** The form's one-time id (layout's SubmitId) as the run's idempotency key, when it came. */
+function submitted(form: Parameters<typeof field>[0]): { idempotencyKey?: string } {
+  const id = field(form, "submitId");
+  return id ? { idempotencyKey: `ui:${id.slice(0, 200)}` } : {};
+}
+
 export const actions = new Hono<UiEnv>()
   .post("/session/send", async (c) => {
     const form = await readForm(c);
@@ -22,6 +28,7 @@ export const actions = new Hono<UiEnv>()
       sessionKey: key,
       message: requiredField(form, "message"),
       deliver: false,
+      ...submitted(form),
     });
     return c.redirect(sessionHref(sent.sessionKey, { run: sent.runId, notice: "sent" }), 303);
   })
@@ -33,6 +40,7 @@ export const actions = new Hono<UiEnv>()
       message: requiredField(form, "message"),
       deliver: false,
       ...(agentId ? { agentId } : {}),
+      ...submitted(form),
     });
     return c.redirect(sessionHref(sent.sessionKey, { run: sent.runId, notice: "sent" }), 303);
   })

@@ -206,6 +206,19 @@ describe("dashboard /ui: forms", () => {
     });
   });
 
+  it("a send form submitted twice (same submitId) queues one run", async () => {
+    const { cookie, csrf } = await login();
+    const page = await send("/ui/sessions", { headers: { cookie } });
+    const submitId = /name="submitId" value="([0-9a-f-]{36})"/.exec(await page.text())?.[1] ?? "";
+    expect(submitId).not.toBe("");
+    const fields = { message: "only once from the form", submitId, _csrf: csrf };
+    const first = await post("/ui/agent", fields, { cookie });
+    const second = await post("/ui/agent", fields, { cookie });
+    expect(first.status).toBe(303);
+    expect(second.headers.get("location")).toBe(first.headers.get("location"));
+    expect(first.headers.get("location")).toMatch(/[?&]run=[0-9a-f-]{36}/);
+  });
+
   it("shows an RPC refusal as a page with its status", async () => {
     const { cookie, csrf } = await login();
     const res = await post("/ui/session/reset", { key: "agent:main:nobody-here", _csrf: csrf }, { cookie });

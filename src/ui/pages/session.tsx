@@ -6,7 +6,7 @@
  */
 import type { FC } from "hono/jsx";
 import type { TranscriptMessage } from "../../transcript/message";
-import { Badge, Csrf, Page, sessionHref, shortId, tokens, When } from "../layout";
+import { Badge, Csrf, Page, SubmitId, sessionHref, shortId, tokens, When } from "../layout";
 import { Transcript } from "./transcript";
 
 export interface SessionEntry {
@@ -146,6 +146,7 @@ export const SessionPage: FC<SessionData & { csrf: string; notice?: string }> = 
         <div class="card actions">
           <form method="post" action="/ui/session/send" aria-label="Send a message">
             <Csrf token={d.csrf} />
+            <SubmitId />
             <input type="hidden" name="key" value={e.key} />
             <label>
               Send a message (runs in this session; the reply is not delivered to the chat)

@@ -5,7 +5,7 @@
  */
 import type { FC } from "hono/jsx";
 import { SESSION_KINDS } from "../../views/session-page";
-import { Badge, Choice, Csrf, Page, Pager, SessionLink, Table, tokens, When } from "../layout";
+import { Badge, Choice, Csrf, Page, Pager, SessionLink, SubmitId, Table, tokens, When } from "../layout";
 
 export interface SessionListRow {
   key: string;
@@ -111,6 +111,7 @@ export const SessionsPage: FC<SessionsData & { csrf: string; notice?: string }> 
       <h2>Message an agent</h2>
       <form class="card row" method="post" action="/ui/agent" aria-label="Message an agent">
         <Csrf token={props.csrf} />
+        <SubmitId />
         <Choice name="agentId" label="Agent" options={props.agents} any="default agent" />
         <label class="grow">
           Message (runs in the agent's main session; the reply is not delivered to a chat)

@@ -157,13 +157,17 @@ export class SessionActor extends DurableObject<Env> {
     const next = run === undefined ? delivery : delivery === undefined ? run : Math.min(run, delivery);
     if (next === undefined) {
       if (this.alarmAt === null) return;
+      this.alarmAt = undefined;
+      await this.ctx.storage.deleteAlarm();
       this.alarmAt = null;
-      return this.ctx.storage.deleteAlarm();
+      return;
     }
     const at = Math.max(now, next);
     if (typeof this.alarmAt === "number" && this.alarmAt <= at) return;
+    // Remembered once storage has it: a failed call leaves it unknown (set again next time).
+    this.alarmAt = undefined;
+    await this.ctx.storage.setAlarm(at);
     this.alarmAt = at;
-    return this.ctx.storage.setAlarm(at);
   }
 
   // -------------------------------------------------------------------------------------------
@@ -311,6 +315,8 @@ export class SessionActor extends DurableObject<Env> {
   /** Makes sure an alarm is pending when there is work (used by the cron backstop). */
   async kick(sessionKey: string): Promise<void> {
     await this.bind(sessionKey);
+    // The backstop trusts storage, not what this instance remembers setting.
+    this.alarmAt = undefined;
     if (!this.live.current) await this.scheduleAlarm();
   }
 

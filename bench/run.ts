@@ -28,8 +28,10 @@
  *     task's own duration as the `status` RPC reports it, summed over the invocations it took,
  *     median of 3 rounds (each round re-arms the same sessions). The seeded sessions carry a
  *     future expiry, as daily-reset sessions do, so all 100,000 are in the sweep's index.
- *  9h. sessions_history (limit 50) via /tools/invoke, one at a time, and /healthz one at a time
- *     in the same run: the read-path CPU ratios (bar: ≤ 2× /healthz per request).
+ *  9h. sessions_history (limit 50) via /tools/invoke, one at a time. Each read path of 9 and 9h
+ *     is measured in blocks of 50 alternating with blocks of 50 /healthz requests (the host's
+ *     speed drifts during a run; both see the same drift): the read-path CPU ratios (bar: ≤ 2×
+ *     /healthz per request).
  * 11. A compaction run (`sessions.compact` + `agent.wait`, echo summarizer) on each of 5 sessions
  *     whose 2,000-message transcripts were seeded before their actors existed: p50.
  * 12. Last, a fresh gateway with persistence on disk (the OS temp directory): 300 messages to
@@ -439,7 +441,8 @@ let sendVsTurn = "";
 /** workerd CPU per message, ack + run + delivery (phases 3, 3b, 12). */
 const messageCpu: Record<string, number> = {};
 /** workerd CPU per request of the read paths (phases 9, 9h). */
-const readCpu: Record<string, number> = {};
+/** workerd CPU per request of each read path, and of /healthz in the blocks alternating with it. */
+const readCpu: Record<string, { read: number; healthz: number }> = {};
 let acksAlone: string[] = [];
 
 function row(id: string, measure: string, value: string, detail = ""): void {
@@ -1132,6 +1135,43 @@ async function healthzSerialCpu(): Promise<number> {
   return meter.per(done).workerd;
 }
 
+/** Requests per block of the paired measurement below (N.list in all, in blocks of each). */
+const PAIR_BLOCK = 50;
+
+/**
+ * workerd CPU per request of a read path and of /healthz measured in alternating blocks (reads,
+ * then as many /healthz, and again), one request at a time: the host's speed drifts over a bench
+ * run, and the blocks see the same drift, so their ratio does not depend on when it was taken.
+ */
+async function pairedWithHealthz(
+  read: () => Promise<void>,
+): Promise<{ read: number; healthz: number; cpu: { gateway: number; workerd: number } }> {
+  const hit = async () => {
+    const res = await fetch(`${gw().url}/healthz`);
+    await res.arrayBuffer();
+  };
+  await pool(N.listWarmup, 1, performance.now() + CAP_MS.list, hit);
+  let readWorkerd = 0;
+  let readGateway = 0;
+  let healthz = 0;
+  let reads = 0;
+  let hits = 0;
+  for (let done = 0; done < N.list; done += PAIR_BLOCK) {
+    const a = cpuMeter();
+    const r = await pool(PAIR_BLOCK, 1, performance.now() + CAP_MS.list, read);
+    const ra = a.per(1);
+    readWorkerd += ra.workerd;
+    readGateway += ra.gateway;
+    reads += r.done;
+    const b = cpuMeter();
+    const h = await pool(PAIR_BLOCK, 1, performance.now() + CAP_MS.list, hit);
+    healthz += b.per(1).workerd;
+    hits += h.done;
+  }
+  const workerd = readWorkerd / reads;
+  return { read: workerd, healthz: healthz / hits, cpu: { gateway: readGateway / reads, workerd } };
+}
+
 /**
  * Phase 9h: sessions_history (limit 50) via /tools/invoke on a 100-message transcript, acting
  * as that session, one request at a time: p50 and workerd CPU per request.
@@ -1148,15 +1188,14 @@ async function measureToolHistory(sessionKey: string): Promise<void> {
     if (record) samples.push(r.ms);
   };
   await pool(N.listWarmup, 1, performance.now() + CAP_MS.list, () => one(false));
-  const meter = cpuMeter();
-  await pool(N.list, 1, performance.now() + CAP_MS.list, () => one(true));
-  const cpu = meter.per(samples.length);
-  readCpu.history = cpu.workerd;
+  const paired = await pairedWithHealthz(() => one(true));
+  const cpu = paired.cpu;
+  readCpu.history = paired;
   row(
     "9h",
     "sessions_history via /tools/invoke (limit 50) p50, 100-message transcript",
     ms(percentile(samples, 50)),
-    `p99 ${ms(percentile(samples, 99))}; n=${samples.length}${cpuText(cpu)}`,
+    `p99 ${ms(percentile(samples, 99))}; n=${samples.length}${cpuText(cpu)}; /healthz in alternating blocks ${paired.healthz.toFixed(2)} ms`,
   );
 }
 
@@ -1175,16 +1214,15 @@ async function measureToolList(label: string, sessionCount: number): Promise<num
     if (record) samples.push(r.ms);
   };
   await pool(N.listWarmup, 1, performance.now() + CAP_MS.list, () => one(false));
-  const meter = cpuMeter();
-  await pool(N.list, 1, performance.now() + CAP_MS.list, () => one(true));
-  const cpu = meter.per(samples.length);
-  readCpu[`list ${visibility} ${label}`] = cpu.workerd;
+  const paired = await pairedWithHealthz(() => one(true));
+  const cpu = paired.cpu;
+  readCpu[`list ${visibility} ${label}`] = paired;
   const p50 = percentile(samples, 50);
   row(
     "9",
     `sessions_list via /tools/invoke (limit 50) p50, visibility ${visibility}, ${label}`,
     ms(p50),
-    `${int(sessionCount)} sessions in the index; p99 ${ms(percentile(samples, 99))}; n=${samples.length}${cpuText(cpu)}`,
+    `${int(sessionCount)} sessions in the index; p99 ${ms(percentile(samples, 99))}; n=${samples.length}${cpuText(cpu)}; /healthz in alternating blocks ${paired.healthz.toFixed(2)} ms`,
   );
   if (bad) problems.push(`sessions_list (${visibility}, ${label}): ${bad} pages with fewer than 50 rows`);
   return p50;
@@ -1438,11 +1476,12 @@ async function main(): Promise<void> {
     ["sessions_list (tree, ~1k sessions)", readCpu["list tree ~1k sessions"]],
     ["sessions_history (limit 50)", readCpu.history],
   ] as const) {
+    const ratio = cpu ? cpu.read / cpu.healthz : Number.NaN;
     bars.push({
       name: `${name} CPU per request ≤ 2× /healthz`,
-      rule: "workerd CPU per request ÷ /healthz's (one at a time, same run) ≤ 2",
-      actual: `${((cpu ?? Number.NaN) / healthzSerial).toFixed(2)}× (${cpu?.toFixed(2)} ms vs ${healthzSerial.toFixed(2)} ms)`,
-      pass: (cpu ?? Number.POSITIVE_INFINITY) <= 2 * healthzSerial,
+      rule: "workerd CPU per request ÷ /healthz's (one at a time, alternating blocks of 50) ≤ 2",
+      actual: `${ratio.toFixed(2)}× (${cpu?.read.toFixed(2)} ms vs ${cpu?.healthz.toFixed(2)} ms; /healthz alone at the end ${healthzSerial.toFixed(2)} ms)`,
+      pass: ratio <= 2,
     });
   }
   bars.push({

@@ -135,6 +135,32 @@ export async function waitForOperatorRun(env: Env, runId: string, timeoutMs: num
   return result;
 }
 
+/**
+ * A newest-first page of rows keyed by (createdAt, id), as `runs.list` and `deliveries.list`
+ * answer: `limit` clamped to 1-200 (default 50), the opaque cursor decoded (a foreign one is a
+ * 400 naming `method`), one row more read to know whether a next page exists.
+ */
+async function newestFirst<R extends { createdAt: number }>(
+  method: string,
+  p: { limit?: number | undefined; cursor?: string | undefined },
+  list: (limit: number, after: { createdAt: number; id: string } | undefined) => Promise<R[]>,
+  idOf: (row: R) => string,
+): Promise<{ rows: Record<string, unknown>[]; nextCursor?: string }> {
+  const limit = clampInt(p.limit, 1, 200, 50);
+  let after: { createdAt: number; id: string } | undefined;
+  if (p.cursor) {
+    const c = decodeCursor(p.cursor);
+    if (!c) throw new ApiError("INVALID_REQUEST", `\`cursor\` is not a cursor returned by ${method}`);
+    after = { createdAt: c.updatedAt, id: c.key };
+  }
+  const rows = await list(limit + 1, after);
+  const last = rows[limit - 1];
+  return {
+    rows: rows.slice(0, limit).map(withoutNulls),
+    ...(rows.length > limit && last ? { nextCursor: encodeCursor(last.createdAt, idOf(last)) } : {}),
+  };
+}
+
 export const RUN_METHODS: Record<string, Method> = {
   "chat.send": method(
     z.strictObject({
@@ -215,24 +241,19 @@ export const RUN_METHODS: Record<string, Method> = {
       cursor: z.string().min(1).optional(),
     }),
     async (p, { env, config }) => {
-      const limit = clampInt(p.limit, 1, 200, 50);
-      let cursor: { createdAt: number; runId: string } | undefined;
-      if (p.cursor) {
-        const c = decodeCursor(p.cursor);
-        if (!c) throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by runs.list");
-        cursor = { createdAt: c.updatedAt, runId: c.key };
-      }
-      const rows = await listRuns(env, {
-        status: p.status,
-        sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
-        limit: limit + 1,
-        cursor,
-      });
-      const last = rows[limit - 1];
-      return {
-        runs: rows.slice(0, limit).map(withoutNulls),
-        ...(rows.length > limit && last ? { nextCursor: encodeCursor(last.createdAt, last.runId) } : {}),
-      };
+      const page = await newestFirst(
+        "runs.list",
+        p,
+        (limit, after) =>
+          listRuns(env, {
+            status: p.status,
+            sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
+            limit,
+            cursor: after && { createdAt: after.createdAt, runId: after.id },
+          }),
+        (r) => r.runId,
+      );
+      return { runs: page.rows, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
     },
   ),
 
@@ -244,25 +265,19 @@ export const RUN_METHODS: Record<string, Method> = {
       cursor: z.string().min(1).optional(),
     }),
     async (p, { env, config }) => {
-      const limit = clampInt(p.limit, 1, 200, 50);
-      let cursor: { createdAt: number; deliveryId: string } | undefined;
-      if (p.cursor) {
-        const c = decodeCursor(p.cursor);
-        if (!c) throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by deliveries.list");
-        cursor = { createdAt: c.updatedAt, deliveryId: c.key };
-      }
-      const rows = await listDeliveries(env, {
-        status: p.status,
-        sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
-        limit: limit + 1,
-        cursor,
-      });
-      const page = rows.slice(0, limit).map(withoutNulls);
-      const last = rows[limit - 1];
-      return {
-        deliveries: page,
-        ...(rows.length > limit && last ? { nextCursor: encodeCursor(last.createdAt, last.deliveryId) } : {}),
-      };
+      const page = await newestFirst(
+        "deliveries.list",
+        p,
+        (limit, after) =>
+          listDeliveries(env, {
+            status: p.status,
+            sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
+            limit,
+            cursor: after && { createdAt: after.createdAt, deliveryId: after.id },
+          }),
+        (d) => d.deliveryId,
+      );
+      return { deliveries: page.rows, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
     },
   ),
 

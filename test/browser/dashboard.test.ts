@@ -8,17 +8,9 @@ import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { directMessage, GATEWAY_TOKEN, type Gateway, waitFor } from "../e2e/support/gateway.ts";
 import { startWorld, type World } from "../e2e/support/world.ts";
+import { UI_PAGES as PAGES } from "../ui-pages.ts";
 import { chromiumPath, launchBrowser, newPage, PHONE, screenshot, visibleText } from "./support/browser.ts";
 
-const PAGES = [
-  "/ui",
-  "/ui/sessions",
-  "/ui/session?key=agent:main:main",
-  "/ui/runs",
-  "/ui/deliveries",
-  "/ui/jobs",
-  "/ui/audit",
-];
 const LONG_EXCHANGES = 27;
 
 interface Delivery {

@@ -2,19 +2,11 @@ import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/http/app";
+import { UI_PAGES as PAGES } from "../ui-pages";
 import { seedSessions, sessionRow } from "./rpc-support";
 import { TOKEN } from "./support";
 
 const ORIGIN = "http://gw.test";
-const PAGES = [
-  "/ui",
-  "/ui/sessions",
-  "/ui/session?key=agent:main:main",
-  "/ui/runs",
-  "/ui/deliveries",
-  "/ui/jobs",
-  "/ui/audit",
-];
 
 function send(path: string, init: RequestInit = {}, e: Env = env) {
   return app.fetch(

@@ -60,6 +60,17 @@ export function upsertSessionStatement(env: Env, row: SessionRow): D1PreparedSta
   return statement(env, insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest }));
 }
 
+/**
+ * The entry's upsert, unless the stored row was updated later: a deferred write that lands
+ * after a newer one never moves the entry back.
+ */
+export function upsertSessionUnlessNewerStatement(env: Env, row: SessionRow): D1PreparedStatement {
+  const { key: _key, ...rest } = row;
+  const query = insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest });
+  const updatedAt = col(schema.sessions, "updatedAt");
+  return env.DB.prepare(`${query.sql} where ${updatedAt} <= excluded.${updatedAt}`).bind(...query.params);
+}
+
 export function recordTranscriptStatement(env: Env, sessionId: string, sessionKey: string, now: number) {
   return statement(
     env,

@@ -22,6 +22,7 @@ import { evaluateSendPolicy } from "../policy/send-policy";
 import { entryInitOf, initFromKey } from "../runs/entry-init";
 import { type EnqueueRequest, type EntryInit, TERMINAL, type WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";
+import { RECORDS_DELAY_MS } from "../session/records";
 import { decodeCursor, encodeCursor } from "../views/session";
 import { clampInt } from "../views/session-page";
 import {
@@ -111,12 +112,31 @@ export async function enqueueOperatorRun(
 }
 
 /**
+ * How long a wait looks for a run D1 does not show yet: a connector's message is recorded up
+ * to RECORDS_DELAY_MS after its ack (session/records.ts), later when the actor is busy.
+ */
+const RECORD_LAG_MS = 3 * RECORDS_DELAY_MS;
+const RECORD_POLL_MS = 100;
+
+/** The run's D1 row, looked for again until `withinMs` has passed. */
+async function recordedRun(env: Env, runId: string, withinMs: number) {
+  const deadline = Date.now() + withinMs;
+  for (;;) {
+    const run = await getRun(env, runId);
+    if (run || Date.now() >= deadline) return run;
+    await new Promise((resolve) => setTimeout(resolve, RECORD_POLL_MS));
+  }
+}
+
+/**
  * Waits server-side for a run to end (at most `timeoutMs`): an ended run answers from its D1
- * row, a queued or running one from its session's actor. Status `timeout` means the wait ended
- * first (`runStatus` says where the run is). Includes the reply when there is one.
+ * row, a queued or running one from its session's actor. A run not recorded yet is looked for
+ * for up to RECORD_LAG_MS of the wait. Status `timeout` means the wait ended first
+ * (`runStatus` says where the run is). Includes the reply when there is one.
  */
 export async function waitForOperatorRun(env: Env, runId: string, timeoutMs: number): Promise<WaitResult> {
-  const run = await getRun(env, runId);
+  const started = Date.now();
+  const run = await recordedRun(env, runId, Math.min(timeoutMs, RECORD_LAG_MS));
   if (!run) throw new ApiError("NOT_FOUND", `run not found: ${runId}`);
   if (TERMINAL.has(run.status)) {
     const r: WaitResult = {
@@ -130,7 +150,8 @@ export async function waitForOperatorRun(env: Env, runId: string, timeoutMs: num
     if (run.reply !== null) r.reply = run.reply;
     return r;
   }
-  const result = await actorFor(env, run.sessionKey).waitForRun(run.sessionKey, run.runId, timeoutMs);
+  const left = Math.max(0, timeoutMs - (Date.now() - started));
+  const result = await actorFor(env, run.sessionKey).waitForRun(run.sessionKey, run.runId, left);
   if ("ok" in result) throw actorError(result);
   return result;
 }

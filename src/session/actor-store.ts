@@ -1,6 +1,6 @@
 /**
- * A SessionActor's own storage (DO SQLite), apart from its run queue, delivery outbox and turn
- * context copy: the
+ * A SessionActor's own storage (DO SQLite), apart from its run queue, delivery outbox, turn
+ * context copy and records journal: the
  * versioned schema of all its tables, a kv table served from memory after the first read, the
  * session entry, which transcripts this actor has appended to, the answer given to every
  * accepted run id (`received`, for dedupe) and the outcome of every finished run (`finished`,
@@ -10,9 +10,10 @@ import type { SessionRow } from "../db/queries";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type { EnqueueResult, RunOutcome } from "../runs/types";
 import { ContextStore } from "./context-store";
+import { RecordsJournal } from "./records-journal";
 import { RunQueue } from "./run-queue";
 
-const SCHEMA_VERSION = 3;
+const SCHEMA_VERSION = 4;
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
 const SWEEP_INTERVAL_MS = 3_600_000;
@@ -38,6 +39,7 @@ export class ActorStore {
     }
     if (version < 2) sql.exec(ContextStore.DDL);
     if (version < 3) for (const ddl of RunQueue.DDL_V3) sql.exec(ddl);
+    if (version < 4) sql.exec(RecordsJournal.DDL);
     if (version < SCHEMA_VERSION) this.kvSet("schema_version", String(SCHEMA_VERSION));
   }
 

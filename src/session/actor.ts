@@ -12,7 +12,8 @@
  * - `finalize.ts`     the end of a run: delivery, outcome batch, flow hand-off
  * - `outbound.ts`     what a run posts, and deliveries made outside runs
  * - `flow-runner.ts`  sessions_send exchanges and sub-agent announcements across sessions
- * - `records.ts`      every D1 read and write, behind one interface
+ * - `records.ts`      every D1 read and write, behind one interface (and its write-behind
+ *                     journal, `records-journal.ts`)
  * - `context-store.ts` the turn context copy: latest summary and the messages after it
  * - `compactor.ts`    compaction runs and the memory-flush turn
  * - `waiters.ts`      server-side waits on runs
@@ -44,6 +45,7 @@ import { entryExpiry, resetEntry } from "./entry";
 import { abortCurrent, attemptHead } from "./executor";
 import { type Announcement, recordAnnouncement } from "./flow-runner";
 import { type ActorRecords, d1Records } from "./records";
+import { RecordsJournal } from "./records-journal";
 import { progressOf, RunQueue } from "./run-queue";
 import { RunWaiters } from "./waiters";
 
@@ -77,7 +79,7 @@ export class SessionActor extends DurableObject<Env> {
     this.queue = new RunQueue(ctx.storage.sql);
     this.context = new ContextStore(ctx.storage.sql, this.store);
     this.records = withContextCopy(
-      d1Records(() => this.env),
+      d1Records(() => this.env, new RecordsJournal(ctx.storage.sql)),
       this.context,
     );
     this.outbox = new DeliveryOutbox(
@@ -127,6 +129,10 @@ export class SessionActor extends DurableObject<Env> {
       this.woken = true;
       if (known && !this.live.current && (await this.ctx.storage.getAlarm()) === null)
         await this.scheduleAlarm();
+      // Records a previous instance deferred and did not write.
+      await this.records
+        .flushLeftover()
+        .catch((error) => console.error(`deferred records not written: ${error}`));
     }
     if (known === sessionKey && this.store.kvGet("entry_loaded")) return;
     if (known && known !== sessionKey) throw new Error(`actor for ${known} was addressed as ${sessionKey}`);
@@ -327,6 +333,9 @@ export class SessionActor extends DurableObject<Env> {
     // The alarm that fired is gone; whatever this invocation needs next is set again.
     this.alarmAt = undefined;
     if (!this.store.kvGet("key")) return;
+    await this.records
+      .flushLeftover()
+      .catch((error) => console.error(`deferred records not written: ${error}`));
     // Deliveries go out in the background: a connector that is down or slow never holds the run.
     this.outbox.dispatch();
     const head = this.queue.head();

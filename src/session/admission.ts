@@ -2,7 +2,8 @@
  * Admission of a run into a SessionActor (SPEC §4 steps after routing): dedupe by run id,
  * freshness and automatic reset, reset triggers, then collect-merge or queue-cap, and the
  * write-through to D1. A run that finds the actor idle is "prestarted": the enqueue's one D1
- * batch also marks it running and stores its inputs, so its start needs no round trip of its own.
+ * batch also marks it running and stores its inputs, so its start needs no round trip of its own
+ * (a connector's message defers that batch to the records journal: see records.ts).
  * The decision is one synchronous critical section over the actor's storage; D1 is written after.
  */
 import type { SessionRow } from "../db/queries";
@@ -143,8 +144,9 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   const alarmSet = a.scheduleAlarm();
   // --- end of critical section ----------------------------------------------------------
 
-  // Write-through to D1 so the session and run are visible at once. If this fails the run
-  // still executes (it repeats these idempotent writes when it starts).
+  // Write-through to D1 (or, for a connector's message, to the records journal) so the session
+  // and run become visible. If this fails the run still executes (it repeats these idempotent
+  // writes when it starts).
   await alarmSet;
   await writeThrough(a, entry, runId, req, now, prestart && inputs);
   if (prestart && stored) markPrestarted(a, runId, entry.sessionId, stored, prestart);
@@ -175,6 +177,10 @@ async function writeThrough(
     },
     ...(startingWith ? { starting: inputMessages(runId, startingWith) } : {}),
     ...(req.inbound ? { inbound: req.inbound } : {}),
+    // A connector's message is acknowledged once the actor holds it: its records follow with
+    // the run's next write (session.writeBehind). Runs that callers ask D1 about by id at once
+    // (operator surfaces, hooks, tools) are written through.
+    behind: req.trigger === "inbound" && a.config.session.writeBehind,
   });
 }
 

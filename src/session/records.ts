@@ -2,8 +2,15 @@
  * Everything a SessionActor reads from and writes to D1 (the session index, transcripts, runs
  * and deliveries), behind one interface named after what happened rather than which rows
  * change. Each write is one D1 round trip (a batch), idempotent by unique keys, so a repeated
- * step never duplicates rows. A later implementation can buffer these writes behind the actor
- * or route them to the D1 shard of the key without the actor's modules changing.
+ * step never duplicates rows.
+ *
+ * Write-behind: a connector's message is acknowledged once the actor holds it durably, and its
+ * records (the entry, the run, its inputs, the inbound dedupe row) wait in the actor's journal
+ * (records-journal.ts) for the next write to carry them: a run that ends quickly records its
+ * whole life in one D1 round trip. Nothing waits longer than RECORDS_DELAY_MS (a timer writes
+ * it alone) and every later write carries the journal first, so D1 sees the records in order.
+ * A later implementation can batch across messages or route to the D1 shard of the key without
+ * the actor's modules changing.
  */
 
 import { appendMessageStatements, turnContextRows } from "../db/messages";
@@ -20,6 +27,7 @@ import {
   startRunStatement,
   updateRunStatement,
   upsertSessionStatement,
+  upsertSessionUnlessNewerStatement,
   writeBatch,
 } from "../db/queries";
 import type { deliveries, runs } from "../db/schema";
@@ -27,6 +35,14 @@ import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";
 import type { TranscriptMessage } from "../transcript/message";
 import { closedAt } from "./entry";
+import type { RecordsJournal } from "./records-journal";
+
+/** The longest a deferred record waits for another write to carry it before it is written alone. */
+export const RECORDS_DELAY_MS = 1_000;
+/** The longest the timer waits between attempts while D1 refuses the journal. */
+const RECORDS_RETRY_MAX_MS = 60_000;
+/** Journal rows one write carries at most (a backlog is carried over the next writes). */
+const CARRY_MAX = 25;
 
 export type RunRecord = typeof runs.$inferInsert;
 export type RunEnd = Partial<Omit<RunRecord, "runId">>;
@@ -45,14 +61,10 @@ export interface ActorRecords {
 
   /**
    * A run was accepted: the entry, its transcript id, the run row (queued; or running with its
-   * input messages when it starts at once) and the inbound dedupe row.
+   * input messages when it starts at once) and the inbound dedupe row. `behind`: they may wait
+   * in the journal for the next write (at most RECORDS_DELAY_MS); resolved once they are durable.
    */
-  runAccepted(a: {
-    entry: SessionRow;
-    run: RunRecord;
-    starting?: TranscriptMessage[];
-    inbound?: { channel: string; accountId: string; messageId: string };
-  }): Promise<void>;
+  runAccepted(a: Accepted & { behind?: boolean }): Promise<void>;
   /** A run started (or resumed): marked running, the entry shows it, its messages so far appended. */
   runStarted(a: {
     run: RunRecord & { startedAt: number };
@@ -84,6 +96,19 @@ export interface ActorRecords {
   deliveryAttempted(payload: DeliveryPayload, state: AttemptState): Promise<void>;
   /** A settled delivery was queued again: pending, with a fresh round of attempts (its last error kept). */
   deliveryRequeued(payload: DeliveryPayload, at: number): Promise<void>;
+
+  /**
+   * Writes what a previous instance of the actor left in the journal (this instance's own
+   * deferred records ride on its next write or their timer). Once per instance.
+   */
+  flushLeftover(): Promise<void>;
+}
+
+interface Accepted {
+  entry: SessionRow;
+  run: RunRecord;
+  starting?: TranscriptMessage[];
+  inbound?: { channel: string; accountId: string; messageId: string };
 }
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
@@ -99,40 +124,135 @@ function sessionStatement(e: Env, entry: SessionRow): D1PreparedStatement {
   return upsertSessionStatement(e, { ...entry, expiredAt: closedAt(entry, Date.now()) });
 }
 
-/** The records as direct D1 writes. `env` is read per call (tests rewire an actor's bindings). */
-export function d1Records(env: () => Env): ActorRecords {
-  return {
-    loadEntry: (key) => getSession(env(), key),
-    turnContext: (sessionId, limit) => turnContextRows(env(), sessionId, limit),
-    spawnedChildren: (key) => listSessions(env(), { spawnedBy: key, archived: "all", limit: 200 }),
+/**
+ * The statements of an accepted run. `entry: "unless-newer"` for a journal row: landing after
+ * a later write, it must not move the entry back.
+ */
+function acceptStatements(
+  e: Env,
+  a: Accepted,
+  entry: "write" | "unless-newer" | "skip",
+): D1PreparedStatement[] {
+  const { run, starting, inbound } = a;
+  const statements = [
+    recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt),
+    // Insert only: applied late, it must never move a finished run back to running.
+    insertRunStatement(e, starting ? { ...run, status: "running" } : run),
+    ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
+  ];
+  if (entry === "write") statements.unshift(sessionStatement(e, a.entry));
+  if (entry === "unless-newer")
+    statements.unshift(
+      upsertSessionUnlessNewerStatement(e, { ...a.entry, expiredAt: closedAt(a.entry, Date.now()) }),
+    );
+  if (inbound) {
+    statements.push(
+      recordInboundStatement(e, {
+        ...inbound,
+        sessionKey: a.entry.key,
+        sessionId: run.sessionId,
+        runId: run.runId,
+        status: "queued",
+        createdAt: run.createdAt,
+      }),
+    );
+  }
+  return statements;
+}
 
-    async runAccepted({ entry, run, starting, inbound }) {
-      const e = env();
-      const statements = [
-        sessionStatement(e, entry),
-        recordTranscriptStatement(e, run.sessionId, entry.key, run.createdAt),
-        // Insert only: applied late, it must never move a finished run back to running.
-        insertRunStatement(e, starting ? { ...run, status: "running" } : run),
-        ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
-      ];
-      if (inbound) {
-        statements.push(
-          recordInboundStatement(e, {
-            ...inbound,
-            sessionKey: entry.key,
-            sessionId: run.sessionId,
-            runId: run.runId,
-            status: "queued",
-            createdAt: run.createdAt,
-          }),
-        );
-      }
+/**
+ * The records as D1 writes. `env` is read per call (tests rewire an actor's bindings). With a
+ * journal, `runAccepted({ behind: true })` defers to it; without one every write goes through.
+ */
+export function d1Records(env: () => Env, journal?: RecordsJournal): ActorRecords {
+  /** The write carrying journal rows, while in flight: later writes wait for it. */
+  let carrying: Promise<void> | undefined;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let retryMs = RECORDS_DELAY_MS;
+
+  /** Journal rows, as statements: only the newest carried row writes the entry. */
+  function journalStatements(e: Env, rows: readonly { body: string }[]): D1PreparedStatement[] {
+    return rows.flatMap((row, i) =>
+      acceptStatements(e, JSON.parse(row.body) as Accepted, i === rows.length - 1 ? "unless-newer" : "skip"),
+    );
+  }
+
+  /**
+   * One D1 batch: the journal's rows first (so D1 sees them before anything later), then
+   * `statements`. When the batch carrying the journal fails, `statements` go alone, so a row
+   * D1 refuses never holds up the actor's other records (the journal is tried again later).
+   */
+  async function write(statements: D1PreparedStatement[]): Promise<void> {
+    while (carrying) await carrying.catch(() => {});
+    const e = env();
+    const rows = journal?.all().slice(0, CARRY_MAX) ?? [];
+    const last = rows[rows.length - 1];
+    if (!journal || !last) return writeBatch(e, statements);
+    const done = writeBatch(e, [...journalStatements(e, rows), ...statements]).then(() => {
+      journal.clearThrough(last.id);
+      retryMs = RECORDS_DELAY_MS;
+    });
+    carrying = done;
+    try {
+      await done;
+    } catch (error) {
+      if (statements.length === 0) throw error;
+      console.error(`a batch carrying deferred records failed; writing without them: ${error}`);
+      schedule();
       await writeBatch(e, statements);
+    } finally {
+      if (carrying === done) carrying = undefined;
+    }
+  }
+
+  /** Writes the journal alone once RECORDS_DELAY_MS has passed, unless another write carries it first. */
+  function schedule(): void {
+    if (timer || !journal?.all().length) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      write([]).then(
+        () => schedule(),
+        (error) => {
+          console.error(`deferred records not written (retrying): ${error}`);
+          retryMs = Math.min(retryMs * 2, RECORDS_RETRY_MAX_MS);
+          schedule();
+        },
+      );
+    }, retryMs);
+  }
+
+  async function flushed(): Promise<void> {
+    if (journal?.all().length) await write([]);
+  }
+
+  let leftover: Promise<void> | undefined;
+
+  return {
+    loadEntry: async (key) => {
+      await flushed();
+      return getSession(env(), key);
+    },
+    turnContext: async (sessionId, limit) => {
+      await flushed();
+      return turnContextRows(env(), sessionId, limit);
+    },
+    spawnedChildren: async (key) => {
+      await flushed();
+      return listSessions(env(), { spawnedBy: key, archived: "all", limit: 200 });
+    },
+
+    async runAccepted({ behind, ...accepted }) {
+      if (behind && journal) {
+        journal.add(JSON.stringify(accepted));
+        schedule();
+        return;
+      }
+      await write(acceptStatements(env(), accepted, "write"));
     },
 
     async runStarted({ run, entry, messages }) {
       const e = env();
-      await writeBatch(e, [
+      await write([
         startRunStatement(e, run),
         ...(entry ? [sessionStatement(e, { ...entry, runStatus: "running" })] : []),
         ...appendMessageStatements(e, run.sessionId, messages),
@@ -140,13 +260,12 @@ export function d1Records(env: () => Env): ActorRecords {
     },
 
     async messagesAppended(sessionId, messages) {
-      const e = env();
-      await writeBatch(e, appendMessageStatements(e, sessionId, messages));
+      await write(appendMessageStatements(env(), sessionId, messages));
     },
 
     async runFinished({ runId, sessionId, messages, delivery, end, entry }) {
       const e = env();
-      await writeBatch(e, [
+      await write([
         ...appendMessageStatements(e, sessionId, messages),
         ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
         updateRunStatement(e, runId, end),
@@ -156,24 +275,18 @@ export function d1Records(env: () => Env): ActorRecords {
 
     async runsEnded(runIds, end) {
       const e = env();
-      await writeBatch(
-        e,
-        runIds.map((runId) => updateRunStatement(e, runId, end)),
-      );
+      await write(runIds.map((runId) => updateRunStatement(e, runId, end)));
     },
 
     async sessionStarted(entry, at) {
       const e = env();
-      await writeBatch(e, [
-        sessionStatement(e, entry),
-        recordTranscriptStatement(e, entry.sessionId, entry.key, at),
-      ]);
+      await write([sessionStatement(e, entry), recordTranscriptStatement(e, entry.sessionId, entry.key, at)]);
     },
 
     async entryPatched(entry) {
       const e = env();
       try {
-        await writeBatch(e, [sessionStatement(e, entry)]);
+        await write([sessionStatement(e, entry)]);
         return "ok";
       } catch (error) {
         if (isUniqueViolation(error)) return "label-taken";
@@ -181,22 +294,34 @@ export function d1Records(env: () => Env): ActorRecords {
       }
     },
 
-    sessionRemoved: (key, deleteTranscript) => deleteSessionRows(env(), key, deleteTranscript),
+    async sessionRemoved(key, deleteTranscript) {
+      // The journal first: a deferred entry landing after the delete would bring it back.
+      await flushed();
+      await deleteSessionRows(env(), key, deleteTranscript);
+    },
 
     async deliveryQueued(delivery) {
       const e = env();
-      await writeBatch(e, [insertDeliveryStatement(e, delivery)]);
+      await write([insertDeliveryStatement(e, delivery)]);
     },
 
     async deliveryAttempted(payload, state) {
       const e = env();
-      await writeBatch(e, [recordDeliveryStatement(e, deliveryRow(payload), state)]);
+      await write([recordDeliveryStatement(e, deliveryRow(payload), state)]);
     },
 
     async deliveryRequeued(payload, at) {
       const e = env();
       const state = { status: "pending", attempts: 0, updatedAt: at, nextAttemptAt: at, deliveredAt: null };
-      await writeBatch(e, [recordDeliveryStatement(e, deliveryRow(payload), state)]);
+      await write([recordDeliveryStatement(e, deliveryRow(payload), state)]);
+    },
+
+    flushLeftover() {
+      leftover ??= flushed().catch((error) => {
+        leftover = undefined;
+        throw error;
+      });
+      return leftover;
     },
   };
 }

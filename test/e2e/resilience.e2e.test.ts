@@ -255,8 +255,16 @@ describe("a gateway killed mid-run", () => {
       }),
     ]);
     expect(hung.system).toContain(`- session key: ${key}`);
-    const before = await gw.call<RunRow>("runs.get", { runId });
-    expect(before.status).toBe("running");
+    // A connector's message reaches D1 within a second of its ack (session.writeBehind): the
+    // run is recorded running before the gateway dies.
+    const before = await waitFor(
+      async () => {
+        const run = await gw.call<RunRow>("runs.get", { runId }).catch(() => undefined);
+        return run?.status === "running" && run;
+      },
+      10_000,
+      { what: "the run recorded as running" },
+    );
 
     const { persistTo, options } = gw;
     await gw.stop("SIGKILL");

@@ -9,7 +9,9 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER } from "../../src/auth/signature";
+import { getSession, upsertSessionStatement, upsertSessionUnlessNewerStatement } from "../../src/db/queries";
 import type { SessionActor } from "../../src/session/actor";
+import { newSessionRow } from "../../src/session/entry";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { CONNECTORS, group, groupMessage, history, SCRIPTED_MODEL_CONFIG } from "./model-support";
 import { actor, type Delivered, eventually, inbound, rpc, waitRun } from "./support";
@@ -95,12 +97,23 @@ function world() {
 }
 type World = ReturnType<typeof world>;
 
-/** The scripted model and connector for one actor; `extra` replaces top-level sections. */
+/** The test config (echo model) with the enqueue written before the ack, as operator surfaces write it. */
+function echoWriteThrough() {
+  const config = JSON.parse(env.SWITCHBOARD_CONFIG) as { session?: object };
+  return { ...config, session: { ...config.session, writeBehind: false } };
+}
+
+/**
+ * The scripted model and connector for one actor; `extra` replaces top-level sections. The
+ * enqueue is written before the ack (`session.writeBehind: false`) unless `session` says
+ * otherwise, as operator surfaces and hooks always write it.
+ */
 const scripted = (extra: Record<string, unknown> = {}) => ({
   ...SCRIPTED_MODEL_CONFIG,
   connectors: CONNECTORS,
   delivery: { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200 },
   ...extra,
+  session: { writeBehind: false, ...(extra.session as object | undefined) },
 });
 
 /**
@@ -502,7 +515,12 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
       await eventually(async () => w.delivered.length === 1);
 
       let alarmHeld = true;
-      await setupActor(key, w, { breakAfter: 1, breakReads, holdAlarm: () => alarmHeld });
+      await setupActor(key, w, {
+        config: echoWriteThrough(),
+        breakAfter: 1,
+        breakReads,
+        holdAlarm: () => alarmHeld,
+      });
       const ack = await send(id, text);
       expect(await queueSpecs(key)).toEqual([
         { runId: ack.runId, state: "queued", prestarted: expect.any(Object), inputs: 1 },
@@ -644,7 +662,7 @@ describe("inline first delivery: the reply is posted before the run's finalize b
     expect((await waitRun(warm.runId)).status).toBe("ok");
     await eventually(async () => w.delivered.length === 1);
 
-    await setupActor(key, w, { breakAfter: 1 });
+    await setupActor(key, w, { config: echoWriteThrough(), breakAfter: 1 });
     w.connectorStatus = 503;
     const ack = await send(id, "down then crash");
     await eventually(async () => postsOf(w, ack.runId) === 1);
@@ -726,5 +744,92 @@ describe("an alarm with a delivery due", () => {
     await eventually(async () => repliesTo(w, a.runId).length === 1);
     await eventually(async () => (await deliveryOf(first.runId))?.status === "delivered");
     expect(await deliveryOf(first.runId)).toMatchObject({ status: "delivered", attempts: 2 });
+  });
+});
+
+describe("write-behind: a connector's message is recorded with its run's next write", () => {
+  const behind = () => scripted({ session: { writeBehind: true } });
+  const journalRows = (key: string) =>
+    runInDurableObject(
+      actor(key),
+      (_instance, state) =>
+        state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM d1_pending`).one().n,
+    );
+  const inboundRows = async (runId: string) =>
+    (
+      await env.DB.prepare(`select count(*) as n from inbound where run_id = ?`)
+        .bind(runId)
+        .first<{ n: number }>()
+    )?.n;
+
+  it("writes a quick run's whole life in one D1 batch: entry, run, input, inbound row, reply, delivery", async () => {
+    const id = "wb-one-batch";
+    const { w, key } = await scene(id, { config: behind() });
+
+    const ack = await send(id, "hello");
+    // agent.wait finds the run although the ack came before its record.
+    expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
+    expect(batches(w)).toEqual([expect.stringMatching(/^batch \d+$/)]);
+    expect(await runOf(ack.runId)).toMatchObject({ status: "ok", reply: "re: hello", delivered: true });
+    expect((await history(key)).map(line)).toEqual(["user:hello", "assistant:re: hello"]);
+    expect(await inboundRows(ack.runId)).toBe(1);
+    expect(await deliveryOf(ack.runId)).toMatchObject({ status: "delivered", attempts: 1 });
+    expect(await runStatusOf(key)).toBe("idle");
+    expect(await journalRows(key)).toBe(0);
+
+    // The next message of the session: one batch again.
+    const next = await send(id, "again");
+    expect(await waitRun(next.runId)).toMatchObject({ status: "ok" });
+    expect(batches(w)).toHaveLength(2);
+    expect((await history(key)).map(line)).toEqual([
+      "user:hello",
+      "assistant:re: hello",
+      "user:again",
+      "assistant:re: again",
+    ]);
+  });
+
+  it("writes the records of a run still going within RECORDS_DELAY_MS of the ack", async () => {
+    const id = "wb-long-run";
+    const { w, key } = await scene(id, { config: behind() });
+    w.holdModel = true;
+
+    const ack = await send(id, "think hard");
+    await eventually(async () => w.requests.length === 1);
+    // Held by the actor, durably, until a write carries it or its timer writes it alone.
+    expect(await rpc("runs.get", { runId: ack.runId })).toMatchObject({ status: 404 });
+    expect(await journalRows(key)).toBe(1);
+    await eventually(async () => (await rpc<Run>("runs.get", { runId: ack.runId })).status === 200);
+    expect(await runOf(ack.runId)).toMatchObject({ status: "running", startedAt: expect.any(Number) });
+    expect((await history(key)).map(line)).toEqual(["user:think hard"]);
+    expect(await runStatusOf(key)).toBe("running");
+    expect(await journalRows(key)).toBe(0);
+    expect(batches(w)).toHaveLength(1);
+
+    w.holdModel = false;
+    expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
+    expect(batches(w)).toHaveLength(2);
+    const transcript = await history(key);
+    expect(transcript.map(line)).toEqual(["user:think hard", "assistant:re: think hard"]);
+    expectNoDuplicates(transcript);
+  });
+
+  it("never moves the entry back when a deferred write lands after a newer one", async () => {
+    const key = group("wb-entry-order");
+    const entry = newSessionRow(
+      key,
+      { agentId: "main", kind: "group", chatType: "group", channel: "telegram" },
+      1_000,
+      "s-1",
+    );
+    await env.DB.batch([upsertSessionStatement(env, { ...entry, updatedAt: 2_000, label: "newer" })]);
+    await env.DB.batch([
+      upsertSessionUnlessNewerStatement(env, { ...entry, updatedAt: 1_500, label: "older" }),
+    ]);
+    expect((await getSession(env, key))?.label).toBe("newer");
+    await env.DB.batch([
+      upsertSessionUnlessNewerStatement(env, { ...entry, updatedAt: 2_500, label: "newest" }),
+    ]);
+    expect((await getSession(env, key))?.label).toBe("newest");
   });
 });

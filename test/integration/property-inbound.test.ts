@@ -17,7 +17,7 @@ import {
   rowCounts,
   withProtoKey,
 } from "./property-support";
-import { fakeConnector, inbound, SECRET, waitRun } from "./support";
+import { actorSettled, fakeConnector, inbound, SECRET, waitRun } from "./support";
 
 /** Statuses a signed inbound request may be refused with (SPEC §13, §17). */
 const REFUSALS = [400, 401, 403, 413, 429];
@@ -232,12 +232,19 @@ describe("inbound bodies (property-based)", () => {
           const before = await rowCounts();
           const res = await inbound("telegram", raw);
           if (res.status === 202) {
-            const answer = (await res.json()) as { ok: boolean; runId: string; status: string };
+            const answer = (await res.json()) as {
+              ok: boolean;
+              runId: string;
+              sessionKey: string;
+              status: string;
+            };
             expect(answer.ok).toBe(true);
             accepted++;
             if (LONE_SURROGATE.test(body + messageId + from)) acceptedSurrogates++;
-            // Synchronises on the run's end, so that the next request starts from still tables.
+            // Synchronises on the run's end and its records, so that the next request starts
+            // from still tables.
             if (answer.status === "queued") await waitRun(answer.runId);
+            await actorSettled(answer.sessionKey);
             return;
           }
           expect(REFUSALS).toContain(res.status);

@@ -1,5 +1,5 @@
 /** Helpers for workerd integration tests: signed webhooks, RPC calls, a fake connector. */
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
@@ -85,6 +85,21 @@ export async function waitRun(runId: string, timeoutMs = 10_000) {
     timeoutMs,
   });
   return res.payload;
+}
+
+/**
+ * Waits until the session's actor has nothing left to do or to write: no queued or running
+ * run, and no deferred D1 records in its journal (a connector's message is recorded after its
+ * ack, with the run's next write).
+ */
+export async function actorSettled(sessionKey: string) {
+  await eventually(() =>
+    runInDurableObject(actor(sessionKey), (_instance, state) => {
+      const count = (table: string) =>
+        state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
+      return count("queue") === 0 && count("d1_pending") === 0;
+    }),
+  );
 }
 
 /** Runs a pending alarm of the actor right away, if one is set. */

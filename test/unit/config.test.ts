@@ -29,6 +29,7 @@ const DEFAULTS: Config = {
     agentToAgent: { maxPingPongTurns: 5, maxHops: 12 },
     queue: { mode: "followup", cap: 50 },
     retention: {},
+    writeBehind: true,
   },
   agents: {
     defaults: {
@@ -197,7 +198,7 @@ describe("config errors", () => {
       "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery)",
     ]);
     expect(problemsOf("{ session: { bogusKey: 1 } }")).toEqual([
-      "config.session.bogusKey: unknown key (allowed: scope, dmScope, mainKey, timezone, identityLinks, caseSensitiveChannels, reset, idleMinutes, resetByType, resetByChannel, resetTriggers, sendPolicy, agentToAgent, queue, retention)",
+      "config.session.bogusKey: unknown key (allowed: scope, dmScope, mainKey, timezone, identityLinks, caseSensitiveChannels, reset, idleMinutes, resetByType, resetByChannel, resetTriggers, sendPolicy, agentToAgent, queue, retention, writeBehind)",
     ]);
     expect(
       problemsOf("{ session: { resetByType: { direct: { mode: 'idle', idleMinutes: 5, hour: 3 } } } }"),

@@ -200,6 +200,8 @@ describe("a signed direct message", () => {
   });
 
   it("lands in the session the dmScope names, with the run and delivery recorded", async () => {
+    // The reply goes out before the run's records reach D1: wait for the run's end.
+    await gw.call("agent.wait", { runId: first.body.runId, timeoutMs: 10_000 });
     const list = await gw.call<{ count: number; sessions: Array<Record<string, unknown>> }>(
       "sessions.list",
       {},

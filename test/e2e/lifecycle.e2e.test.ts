@@ -134,7 +134,10 @@ describe("the reset sweep", () => {
     expect(ack.status).toBe(202);
     const key = ack.body.sessionKey as string;
     await waitFor(
-      async () => (await gw.call<{ status: string }>("runs.get", { runId: ack.body.runId })).status === "ok",
+      // Not found until recorded (a connector's message reaches D1 with its run's next write).
+      async () =>
+        (await gw.call<{ status: string }>("runs.get", { runId: ack.body.runId }).catch(() => undefined))
+          ?.status === "ok",
       10_000,
     );
     type Row = { key: string; sessionId: string; expired: boolean; expiresAt?: number; expiredAt?: number };

@@ -103,6 +103,8 @@ describe("a burst of 50 messages to one session", () => {
       expect(d.signatureCheck).toBe("ok");
     }
 
+    // Replies go out before their runs' records reach D1: wait for the runs' ends.
+    for (const a of acks) await gw.call("agent.wait", { runId: a.body.runId, timeoutMs: 10_000 });
     const runs = await Promise.all(
       acks.map((a) => gw.call<RunRow>("runs.get", { runId: a.body.runId as string })),
     );

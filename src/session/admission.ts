@@ -2,8 +2,9 @@
  * Admission of a run into a SessionActor (SPEC §4 steps after routing): dedupe by run id,
  * freshness and automatic reset, reset triggers, then collect-merge or queue-cap, and the
  * write-through to D1. A run that finds the actor idle is "prestarted": the enqueue's one D1
- * batch also marks it running and stores its inputs, so its start needs no round trip of its own
- * (a connector's message defers that batch to the records journal: see records.ts).
+ * batch also marks it running and stores its inputs, so its start needs no round trip of its own.
+ * A connector's message puts that batch in the actor's records journal instead, in the same
+ * synchronous step as its queue row (see records.ts).
  * The decision is one synchronous critical section over the actor's storage; D1 is written after.
  */
 import type { SessionRow } from "../db/queries";
@@ -109,6 +110,9 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
 
   // Nothing running or waiting: this run is next, so its start is written with the enqueue.
   const idle = !a.live.current && queued.total === 0;
+  // A connector's message: its records go to the actor's journal in this same step, so a run
+  // that starts at once is stored prestarted (see records.ts).
+  const behind = req.trigger === "inbound" && config.session.writeBehind;
   let stored: { json: string; run: QueuedRun } | undefined;
   let runId = req.runId;
   if (
@@ -131,6 +135,7 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     }
     const run: QueuedRun = { req: { ...req, inputs }, sessionId: entry.sessionId };
     if (greeting) run.greeting = true;
+    if (behind && idle) run.prestarted = { startedAt: now };
     stored = { json: a.queue.insert(runId, run, now), run };
     // Something is running or about to (the alarm starts the head at once; a prestarted
     // head is already recorded as running).
@@ -142,14 +147,20 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   a.store.recordAccepted(req.runId, result, now);
   const prestart = idle && runId === req.runId ? { startedAt: now } : undefined;
   const alarmSet = a.scheduleAlarm();
+  // Journaled synchronously, with the queue row (the call runs to its first await here).
+  const journaled = behind ? writeThrough(a, entry, runId, req, now, behind, prestart && inputs) : undefined;
   // --- end of critical section ----------------------------------------------------------
 
-  // Write-through to D1 (or, for a connector's message, to the records journal) so the session
-  // and run become visible. If this fails the run still executes (it repeats these idempotent
-  // writes when it starts).
   await alarmSet;
-  await writeThrough(a, entry, runId, req, now, prestart && inputs);
-  if (prestart && stored) markPrestarted(a, runId, entry.sessionId, stored, prestart);
+  if (journaled) {
+    await journaled;
+    if (prestart && stored) a.store.markHistory(entry.sessionId);
+  } else {
+    // Write-through to D1 so the session and run are visible at once. If this fails the run
+    // still executes (it repeats these idempotent writes when it starts).
+    await writeThrough(a, entry, runId, req, now, false, prestart && inputs);
+    if (prestart && stored) markPrestarted(a, runId, entry.sessionId, stored, prestart);
+  }
   return waitingOn.length ? { ...result, waitingOn } : result;
 }
 
@@ -159,6 +170,8 @@ async function writeThrough(
   runId: string,
   req: EnqueueRequest,
   now: number,
+  /** Into the actor's records journal (a connector's message), not straight to D1. */
+  behind: boolean,
   /** The inputs of a run that starts at once: stored now, with the run marked running. */
   startingWith?: RunInput[] | false,
 ): Promise<void> {
@@ -180,7 +193,7 @@ async function writeThrough(
     // A connector's message is acknowledged once the actor holds it: its records follow with
     // the run's next write (session.writeBehind). Runs that callers ask D1 about by id at once
     // (operator surfaces, hooks, tools) are written through.
-    behind: req.trigger === "inbound" && a.config.session.writeBehind,
+    behind,
   });
 }
 

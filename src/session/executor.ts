@@ -170,8 +170,8 @@ export async function executeHead(a: ActorContext, row: QueueRow): Promise<void>
     progress.outcome = await runTurn(a, spec, runId, progress, save);
     const entry = a.store.entry();
     if (entry && entry.sessionId === spec.sessionId) {
-      const waiting = a.queue.rows().some((r) => r.state === "queued");
-      a.store.saveEntry(accountRun(entry, progress, progress.outcome, waiting));
+      // The run is the head: whatever else the queue holds waits behind it.
+      a.store.saveEntry(accountRun(entry, progress, progress.outcome, a.queue.othersWaiting()));
     }
     save();
   }
@@ -377,9 +377,11 @@ async function runTurn(
       toolContext,
       persist: async (cp, appended) => {
         progress.loop = cp;
-        save();
         const final = appended.length === 1 && appended[0]?.role === "assistant" && !hasToolCall(appended[0]);
-        if (final) return; // stored by the finalize batch, one round trip later
+        // The final reply is checkpointed with the run's outcome (executeHead saves both before
+        // any other I/O) and stored by the finalize batch, one round trip later.
+        if (final) return;
+        save();
         await a.records.messagesAppended(spec.sessionId, appended);
         progress.stored = cp.produced.length;
         save();

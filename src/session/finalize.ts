@@ -81,7 +81,9 @@ export async function finalizeRun(
       ...(entry ? { entry } : {}),
     });
     progress.delivery = { delivered, state };
-    save();
+    // A run with a flow step to hand on is checkpointed here; any other leaves the queue below
+    // in this same synchronous step (a crash before that repeats the idempotent batch above).
+    if (req.flow || req.spawn) save();
   }
   if (!progress.continued) {
     await continueFlows(a, row.run_id, spec, progress, outcome);

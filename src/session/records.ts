@@ -61,8 +61,9 @@ export interface ActorRecords {
 
   /**
    * A run was accepted: the entry, its transcript id, the run row (queued; or running with its
-   * input messages when it starts at once) and the inbound dedupe row. `behind`: they may wait
-   * in the journal for the next write (at most RECORDS_DELAY_MS); resolved once they are durable.
+   * input messages when it starts at once) and the inbound dedupe row. `behind`: they wait in
+   * the journal for the next write (at most RECORDS_DELAY_MS), journaled synchronously, at the
+   * call.
    */
   runAccepted(a: Accepted & { behind?: boolean }): Promise<void>;
   /** A run started (or resumed): marked running, the entry shows it, its messages so far appended. */
@@ -161,10 +162,11 @@ function acceptStatements(
 }
 
 /**
- * The records as D1 writes. `env` is read per call (tests rewire an actor's bindings). With a
- * journal, `runAccepted({ behind: true })` defers to it; without one every write goes through.
+ * The records as D1 writes. `env` is read per call (tests rewire an actor's bindings).
+ * `runAccepted({ behind: true })` adds to the journal before its first await, so a caller's
+ * synchronous step holds it.
  */
-export function d1Records(env: () => Env, journal?: RecordsJournal): ActorRecords {
+export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords {
   /** The write carrying journal rows, while in flight: later writes wait for it. */
   let carrying: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -185,9 +187,9 @@ export function d1Records(env: () => Env, journal?: RecordsJournal): ActorRecord
   async function write(statements: D1PreparedStatement[]): Promise<void> {
     while (carrying) await carrying.catch(() => {});
     const e = env();
-    const rows = journal?.all().slice(0, CARRY_MAX) ?? [];
+    const rows = journal.all().slice(0, CARRY_MAX);
     const last = rows[rows.length - 1];
-    if (!journal || !last) return writeBatch(e, statements);
+    if (!last) return writeBatch(e, statements);
     const done = writeBatch(e, [...journalStatements(e, rows), ...statements]).then(() => {
       journal.clearThrough(last.id);
       retryMs = RECORDS_DELAY_MS;
@@ -207,7 +209,7 @@ export function d1Records(env: () => Env, journal?: RecordsJournal): ActorRecord
 
   /** Writes the journal alone once RECORDS_DELAY_MS has passed, unless another write carries it first. */
   function schedule(): void {
-    if (timer || !journal?.all().length) return;
+    if (timer || !journal.all().length) return;
     timer = setTimeout(() => {
       timer = undefined;
       write([]).then(
@@ -222,7 +224,7 @@ export function d1Records(env: () => Env, journal?: RecordsJournal): ActorRecord
   }
 
   async function flushed(): Promise<void> {
-    if (journal?.all().length) await write([]);
+    if (journal.all().length) await write([]);
   }
 
   let leftover: Promise<void> | undefined;
@@ -242,7 +244,7 @@ export function d1Records(env: () => Env, journal?: RecordsJournal): ActorRecord
     },
 
     async runAccepted({ behind, ...accepted }) {
-      if (behind && journal) {
+      if (behind) {
         journal.add(JSON.stringify(accepted));
         schedule();
         return;

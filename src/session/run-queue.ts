@@ -143,6 +143,14 @@ export class RunQueue {
 
   /** Steps known to be stored per run (a cache; this instance is its storage's only writer). */
   private readonly storedSteps = new Map<string, number>();
+  /**
+   * What this instance knows of its queue, as the only writer of its storage: the number of
+   * rows and the head's `retry_at` (`undefined`: not known; read when asked). Unknown after a
+   * restart until the first read.
+   */
+  private known: { count: number; headRetryAt: number | null | undefined } | undefined;
+  /** A first start counted by `beginAttempt`, written with the row's first checkpoint. */
+  private readonly unwrittenStarts = new Map<number, number>();
 
   constructor(private readonly sql: SqlStorage) {}
 
@@ -155,6 +163,7 @@ export class RunQueue {
    * and the newest waiting run (collect mode merges into it).
    */
   summary(): { total: number; waiting: number; newestWaiting: QueueRow | undefined } {
+    if (this.count() === 0) return { total: 0, waiting: 0, newestWaiting: undefined };
     const rows = this.sql
       .exec<QueueRow & { total: number; waiting: number }>(
         `SELECT q.*, (SELECT COUNT(*) FROM queue) AS total,
@@ -183,15 +192,32 @@ export class RunQueue {
     return this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM queue WHERE state = 'queued'`).one().n;
   }
 
+  /** How many runs the queue holds (running included). */
+  count(): number {
+    this.known ??= {
+      count: this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM queue`).one().n,
+      headRetryAt: undefined,
+    };
+    return this.known.count;
+  }
+
+  /** Whether runs other than the head wait behind it. */
+  othersWaiting(): boolean {
+    return this.count() > 1;
+  }
+
   /** Adds a run at the tail; returns its stored spec. */
   insert(runId: string, spec: QueuedRun, now: number): string {
     const json = JSON.stringify(spec);
+    const count = this.count();
     this.sql.exec(
       `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?)`,
       runId,
       json,
       now,
     );
+    // A row added to an empty queue is its head, due at once.
+    this.known = { count: count + 1, headRetryAt: count === 0 ? null : this.known?.headRetryAt };
     return json;
   }
 
@@ -260,13 +286,25 @@ export class RunQueue {
     }
     this.storedSteps.set(row.run_id, produced.length);
     const slim = { ...progress, loop: { ...progress.loop, produced: produced.map(() => 0 as const) } };
-    this.sql.exec(
-      starting
-        ? `UPDATE queue SET state = 'running', checkpoint = ? WHERE pos = ?`
-        : `UPDATE queue SET checkpoint = ? WHERE pos = ?`,
-      JSON.stringify(slim),
-      row.pos,
-    );
+    const checkpoint = JSON.stringify(slim);
+    const starts = starting ? this.unwrittenStarts.get(row.pos) : undefined;
+    if (starts !== undefined) {
+      this.unwrittenStarts.delete(row.pos);
+      this.sql.exec(
+        `UPDATE queue SET state = 'running', checkpoint = ?, starts = ?, retry_at = NULL WHERE pos = ?`,
+        checkpoint,
+        starts,
+        row.pos,
+      );
+    } else {
+      this.sql.exec(
+        starting
+          ? `UPDATE queue SET state = 'running', checkpoint = ? WHERE pos = ?`
+          : `UPDATE queue SET checkpoint = ? WHERE pos = ?`,
+        checkpoint,
+        row.pos,
+      );
+    }
   }
 
   private countSteps(runId: string): number {
@@ -274,38 +312,62 @@ export class RunQueue {
       .n;
   }
 
-  /** Counts an execution of the run before it starts; returns the starts including this one. */
+  /**
+   * Counts an execution of the run before it starts; returns the starts including this one.
+   * Attempts are made on the head (the alarm's), so its retry time is known after.
+   */
   beginAttempt(row: QueueRow): number {
     const starts = (row.starts ?? 0) + 1;
-    this.sql.exec(`UPDATE queue SET starts = ?, retry_at = NULL WHERE pos = ?`, starts, row.pos);
+    if (row.checkpoint === null) {
+      // A first start is written by `start`, which the executor calls in this synchronous step
+      // (or by `attemptFailed` when it fails before).
+      this.unwrittenStarts.set(row.pos, starts);
+    } else {
+      this.sql.exec(`UPDATE queue SET starts = ?, retry_at = NULL WHERE pos = ?`, starts, row.pos);
+    }
+    if (this.known) this.known.headRetryAt = null;
     return starts;
   }
 
   /** An attempt failed: its cause, and when the next may start; returns the failures so far. */
   attemptFailed(row: QueueRow, cause: string, retryAt: number): number {
     const attempts = (row.attempts ?? 0) + 1;
-    this.sql.exec(
-      `UPDATE queue SET attempts = ?, last_error = ?, retry_at = ? WHERE pos = ?`,
-      attempts,
-      cause,
-      retryAt,
-      row.pos,
-    );
+    const starts = this.unwrittenStarts.get(row.pos) ?? row.starts ?? 0;
+    this.unwrittenStarts.delete(row.pos);
+    const updated = this.sql
+      .exec(
+        `UPDATE queue SET attempts = ?, starts = ?, last_error = ?, retry_at = ? WHERE pos = ? RETURNING pos`,
+        attempts,
+        starts,
+        cause,
+        retryAt,
+        row.pos,
+      )
+      .toArray().length;
+    // Still queued, the row is still the head (nothing is put before it).
+    if (updated && this.known) this.known.headRetryAt = retryAt;
     return attempts;
   }
 
   /** When the head may next be executed (now, or after a failed attempt's backoff). */
   headDueAt(now: number): number | undefined {
+    if (this.count() === 0) return undefined;
+    const known = this.known;
+    if (known && known.headRetryAt !== undefined) return Math.max(now, known.headRetryAt ?? 0);
     const head = this.sql
       .exec<{ retry_at: number | null }>(`SELECT retry_at FROM queue ORDER BY pos LIMIT 1`)
       .toArray()[0];
+    if (known) known.headRetryAt = head ? head.retry_at : undefined;
     if (!head) return undefined;
     return Math.max(now, head.retry_at ?? 0);
   }
 
   remove(row: Pick<QueueRow, "pos" | "run_id">): void {
-    this.sql.exec(`DELETE FROM queue WHERE pos = ?`, row.pos);
+    const removed = this.sql.exec(`DELETE FROM queue WHERE pos = ? RETURNING pos`, row.pos).toArray().length;
     this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
     this.storedSteps.delete(row.run_id);
+    this.unwrittenStarts.delete(row.pos);
+    // The next head's retry time is read when asked (it may have failed an attempt before).
+    if (this.known) this.known = { count: this.known.count - removed, headRetryAt: undefined };
   }
 }

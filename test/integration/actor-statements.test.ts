@@ -1,0 +1,66 @@
+/**
+ * What one message costs a SessionActor in DO SQLite statements: a connector's message to an
+ * existing idle session, from the enqueue to the run leaving the queue with its reply
+ * delivered and its records in D1. The bound guards the per-message CPU (issue bar: CPU per
+ * message; each statement costs tens of microseconds of the actor's thread).
+ */
+import { runInDurableObject } from "cloudflare:test";
+import { afterEach, expect, it } from "vitest";
+import type { SessionActor } from "../../src/session/actor";
+import { actor, actorSettled, dm, eventually, fakeConnector, inbound, waitRun } from "./support";
+
+/** Statements one message may cost (20 when this was written, from 29 before). */
+const MAX_STATEMENTS = 20;
+
+let restore: (() => void) | undefined;
+afterEach(() => restore?.());
+
+it(`runs a message to an existing idle session in at most ${MAX_STATEMENTS} DO SQLite statements`, async () => {
+  const connector = fakeConnector();
+  restore = connector.restore;
+  const group = "statements";
+  const key = `agent:main:telegram:group:${group}`;
+  const send = async (text: string) =>
+    (await (await inbound("telegram", dm(text, { chatType: "group", groupId: group }))).json()) as {
+      runId: string;
+    };
+  await waitRun((await send("warm up")).runId);
+  await actorSettled(key);
+
+  const statements: string[] = [];
+  let recording = false;
+  await runInDurableObject(actor(key), (instance: SessionActor) => {
+    const sql = (instance as unknown as { ctx: DurableObjectState }).ctx.storage.sql;
+    const exec = sql.exec.bind(sql);
+    Object.defineProperty(sql, "exec", {
+      configurable: true,
+      value: (query: string, ...params: unknown[]) => {
+        if (recording) statements.push(query.replace(/\s+/g, " ").trim());
+        return exec(query, ...params);
+      },
+    });
+  });
+  for (const text of ["first", "second"]) {
+    statements.length = 0;
+    recording = true;
+    const ack = await send(text);
+    expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
+    await eventually(async () => connector.delivered.some((d) => d.body.text === `echo: ${text}`));
+    recording = false;
+    await actorSettled(key);
+    expect(statements.length, statements.join("\n")).toBeLessThanOrEqual(MAX_STATEMENTS);
+    // The run's own work is all there: queued, checkpointed, delivered, removed, recorded.
+    for (const kind of [
+      "INSERT INTO queue",
+      "UPDATE queue SET state = 'running'",
+      "INTO outbox",
+      "DELETE FROM queue",
+      "INTO finished",
+    ]) {
+      expect(
+        statements.some((s) => s.includes(kind)),
+        kind,
+      ).toBe(true);
+    }
+  }
+});

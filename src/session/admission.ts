@@ -149,12 +149,12 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   const alarmSet = a.scheduleAlarm();
   // Journaled synchronously, with the queue row (the call runs to its first await here).
   const journaled = behind ? writeThrough(a, entry, runId, req, now, behind, prestart && inputs) : undefined;
+  if (journaled && prestart && stored) a.store.markHistory(entry.sessionId);
   // --- end of critical section ----------------------------------------------------------
 
   await alarmSet;
   if (journaled) {
     await journaled;
-    if (prestart && stored) a.store.markHistory(entry.sessionId);
   } else {
     // Write-through to D1 so the session and run are visible at once. If this fails the run
     // still executes (it repeats these idempotent writes when it starts).

@@ -14,6 +14,8 @@ interface ReadPlan {
   head: string;
   /** [property, column name, column] in declaration order. */
   columns: Array<[string, string, Column]>;
+  /** [property, column name, decoder or null when the driver value is the value] for mapRow. */
+  decoders: Array<[string, string, ((value: unknown) => unknown) | null]>;
   /** Column name by property, quoted. */
   names: Map<string, string>;
 }
@@ -31,9 +33,28 @@ function plan(table: SQLiteTable): ReadPlan {
     head: `select ${columns.map(([, name]) => `"${name}"`).join(", ")} from "${getTableName(table)}"`,
     columns,
     names,
+    decoders: columns.map(([key, name, column]) => [
+      key,
+      name,
+      identityDecoded(column) ? null : (v) => column.mapFromDriverValue(v),
+    ]),
   };
   plans.set(table, p);
   return p;
+}
+
+/**
+ * Whether a column's driver value is already its value (plain text, integer and real columns:
+ * drizzle's decoder returns its input), so mapRow can skip the call. JSON, boolean and
+ * timestamp modes decode.
+ */
+function identityDecoded(column: Column): boolean {
+  const probe =
+    column.columnType === "SQLiteText" ||
+    column.columnType === "SQLiteInteger" ||
+    column.columnType === "SQLiteReal";
+  if (!probe) return false;
+  return column.mapFromDriverValue("x") === "x" && column.mapFromDriverValue(7) === 7;
 }
 
 /** The quoted column name of a property of `table`. */
@@ -46,9 +67,9 @@ export function col<T extends SQLiteTable>(table: T, key: keyof T["$inferSelect"
 /** A D1 row (keyed by column name) as the schema's row shape. */
 export function mapRow<T extends SQLiteTable>(table: T, raw: Record<string, unknown>): T["$inferSelect"] {
   const row: Record<string, unknown> = {};
-  for (const [key, name, column] of plan(table).columns) {
+  for (const [key, name, decode] of plan(table).decoders) {
     const value = raw[name];
-    row[key] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
+    row[key] = value === null || value === undefined ? null : decode ? decode(value) : value;
   }
   return row as T["$inferSelect"];
 }

@@ -61,7 +61,15 @@ const SECRET_PATTERNS: Array<[RegExp, string | ((match: string, ...groups: strin
   ],
 ];
 
+/**
+ * A literal every pattern above requires (matched case-insensitively, so a superset of each):
+ * a text without any of them has nothing to redact, and the patterns are not run on it.
+ */
+const MAY_HOLD_SECRET =
+  /-----BEGIN|:\/\/|eyJ|bearer|authorization|sk-|[sr]k_|whsec_|AIza|ya29\.|AKIA|ASIA|gh[opsru]_|github_pat_|glpat-|hf_|npm_|SG\.|xox|xapp-|password|passwd|passphrase|secret|api[_-]?key|access[_-]?key|private[_-]?key|token/i;
+
 export function redactSecrets(text: string): { text: string; redacted: boolean } {
+  if (!MAY_HOLD_SECRET.test(text)) return { text, redacted: false };
   let out = text;
   for (const [re, replacement] of SECRET_PATTERNS) {
     out = typeof replacement === "string" ? out.replace(re, replacement) : out.replace(re, replacement);

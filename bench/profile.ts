@@ -7,7 +7,8 @@
  *   npm run profile -- [count=500] [new|existing|list|history|healthz] [--cpu] [--serial]
  *     new       every message opens a new session (default)
  *     existing  every message goes to one of the sessions the warm-up created
- *     list      sessions_list (limit 50) through POST /tools/invoke, after the warm-up
+ *     list      sessions_list (limit 50) through POST /tools/invoke, after the warm-up (visibility
+ *               "all", so each page holds 50 of the warm-up's sessions, as the bench's pages do)
  *     history   sessions_history (limit 50) of the warm-up's sessions through /tools/invoke
  *     healthz   GET /healthz, the floor the read paths are compared with
  *     --cpu     no profiler: only workerd's own CPU per request, from /proc (what the bench's
@@ -16,21 +17,30 @@
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import WebSocket from "ws";
 import { type LocalServer, scratchDir, startLocalServer } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
-import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
+import {
+  MODES,
+  type Mode,
+  pool,
+  postInbound,
+  readOf,
+  senderOf,
+  startConnector,
+  warmUp,
+  workloadConfig,
+  workloadVars,
+} from "./workload.ts";
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const CPU_ONLY = process.argv.includes("--cpu");
 const COUNT = Math.min(Number(args[0] ?? 500) || 500, 5000);
-const MODE = args[1] ?? "new";
+const MODE = (args[1] ?? "new") as Mode;
+if (!MODES.includes(MODE)) throw new Error(`unknown workload ${MODE} (one of ${MODES.join(", ")})`);
 const CONCURRENCY = process.argv.includes("--serial") ? 1 : 32;
-const TOKEN = "profile-token";
-const SECRET = "profile-connector-secret";
 
 interface ProfileNode {
   id: number;
@@ -48,24 +58,6 @@ interface Profile {
 function log(msg: string) {
   process.stderr.write(`[profile] ${msg}\n`);
 }
-
-const invoke = (url: string, body: unknown) =>
-  fetch(`${url}/tools/invoke`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-
-/** The read workloads: one request each. */
-const READS: Record<string, ((url: string, i: number) => Promise<Response>) | undefined> = {
-  list: (url) => invoke(url, { tool: "sessions_list", args: { limit: 50 } }),
-  // Each session reads its own history (visible under the default visibility, tree).
-  history: (url, i) => {
-    const key = `agent:main:telegram:dm:peer-${i % 200}`;
-    return invoke(url, { tool: "sessions_history", sessionKey: key, args: { sessionKey: key, limit: 50 } });
-  },
-  healthz: (url) => fetch(`${url}/healthz`),
-};
 
 async function inspector(port: number) {
   const targets = (await (await fetch(`http://127.0.0.1:${port}/json`)).json()) as Array<{
@@ -132,104 +124,33 @@ function summarise(profile: Profile) {
 }
 
 async function main() {
-  let delivered = 0;
-  let waiter: (() => void) | undefined;
-  const connector = createServer((req, res) => {
-    req.resume();
-    req.on("end", () => {
-      delivered++;
-      waiter?.();
-      res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
-    });
-  });
-  await new Promise<void>((r) => connector.listen(0, "127.0.0.1", r));
-  const address = connector.address();
-  const connectorPort = typeof address === "object" && address ? address.port : 0;
+  const connector = await startConnector();
   const persistTo = scratchDir("switchboard-profile-");
   const server: LocalServer = await startLocalServer({
     persistTo,
-    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
-    config: {
-      session: { dmScope: "per-channel-peer", queue: { cap: 1000 } },
-      connectors: {
-        telegram: { deliverUrl: `http://127.0.0.1:${connectorPort}/deliver`, secretEnv: "CONNECTOR_SECRET" },
-      },
-    },
+    vars: workloadVars,
+    config: workloadConfig(connector.port, MODE),
   });
   log(`gateway ${server.url} pid ${server.pid} inspector ${server.inspectorPort}`);
-  const post = async (id: string, from: string) => {
-    const body = JSON.stringify({
-      messageId: id,
-      chatType: "direct",
-      from,
-      to: "bot",
-      text: `hi ${id}`,
-      timestamp: Date.now(),
-    });
-    const res = await fetch(`${server.url}/hooks/inbound/telegram`, {
-      method: "POST",
-      headers: { "content-type": "application/json", [SIGNATURE_HEADER]: await signBody(SECRET, body) },
-      body,
-    });
-    await res.text();
-    if (res.status !== 202) throw new Error(`inbound ${res.status}`);
-  };
-  const blast = async (n: number, make: (i: number) => [string, string]) => {
-    let i = 0;
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (i < n) {
-          const [id, from] = make(i++);
-          await post(id, from);
-        }
-      }),
-    );
-    return performance.now() - t0;
-  };
-  const requests = async (n: number, make: (i: number) => Promise<Response>) => {
-    let i = 0;
-    const t0 = performance.now();
-    await Promise.all(
-      Array.from({ length: CONCURRENCY }, async () => {
-        while (i < n) {
-          const res = await make(i++);
-          await res.text();
-          if (res.status !== 200) throw new Error(`${MODE} ${res.status}`);
-        }
-      }),
-    );
-    return performance.now() - t0;
-  };
-  const until = async (target: number, capMs: number) => {
-    const deadline = performance.now() + capMs;
-    while (delivered < target && performance.now() < deadline)
-      await new Promise<void>((r) => {
-        waiter = r;
-        setTimeout(r, 200);
-      });
-  };
   try {
-    const warm = 200;
-    await blast(warm, (i) => [`warm-${i}`, `peer-${i % 200}`]);
-    await until(warm, 60_000);
+    await warmUp(server.url, connector);
     const insp = CPU_ONLY ? undefined : await inspector(server.inspectorPort);
     await insp?.call("Profiler.enable");
     await insp?.call("Profiler.setSamplingInterval", { interval: 200 });
     await insp?.call("Profiler.start");
-    const before = delivered;
+    const before = connector.delivered();
     const cpuBefore = groupCpuSeconds(server.pid, "workerd");
-    const reads = READS[MODE];
-    const ackMs = reads
-      ? await requests(COUNT, (i) => reads(server.url, i))
-      : await blast(COUNT, (i) => [`m-${i}`, MODE === "existing" ? `peer-${i % 200}` : `new-${i}`]);
-    if (!reads) await until(before + COUNT, 120_000);
+    const read = readOf(MODE);
+    const ackMs = read
+      ? await pool(COUNT, CONCURRENCY, (i) => read(server.url, i))
+      : await pool(COUNT, CONCURRENCY, (i) => postInbound(server.url, `m-${i}`, senderOf(MODE, i)));
+    if (!read) await connector.until(before + COUNT, 120_000);
     const cpuMs = ((groupCpuSeconds(server.pid, "workerd") - cpuBefore) * 1000) / COUNT;
-    const unit = reads ? "request" : "message";
+    const unit = read ? "request" : "message";
     const cpuLine = `workerd CPU per ${unit} (/proc${insp ? ", profiler on" : ""}): ${cpuMs.toFixed(2)} ms`;
     if (!insp) {
       console.log(
-        `${COUNT} ${unit}s (${MODE}): ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${delivered - before} delivered`,
+        `${COUNT} ${unit}s (${MODE}): ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${connector.delivered() - before} delivered`,
       );
       console.log(cpuLine);
       return;
@@ -241,10 +162,10 @@ async function main() {
     writeFileSync(file, JSON.stringify(profile));
     const s = summarise(profile);
     console.log(
-      `${COUNT} ${reads ? "requests" : "messages"} (${MODE}): ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${delivered - before} delivered; profile ${(s.total / 1000).toFixed(0)} ms`,
+      `${COUNT} ${read ? "requests" : "messages"} (${MODE}): ${(COUNT / (ackMs / 1000)).toFixed(0)} req/s; ${connector.delivered() - before} delivered; profile ${(s.total / 1000).toFixed(0)} ms`,
     );
     console.log(
-      `per ${reads ? "request" : "message"}: ${(s.total / 1000 / COUNT).toFixed(2)} ms of isolate time sampled (idle included), ${((s.total - s.idle) / 1000 / COUNT).toFixed(2)} ms busy`,
+      `per ${read ? "request" : "message"}: ${(s.total / 1000 / COUNT).toFixed(2)} ms of isolate time sampled (idle included), ${((s.total - s.idle) / 1000 / COUNT).toFixed(2)} ms busy`,
     );
     console.log(cpuLine);
     console.log("\nself time by module:");

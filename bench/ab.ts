@@ -1,0 +1,134 @@
+/**
+ * `npm run ab`: workerd CPU per request of two revisions of the gateway, measured side by side.
+ * The host's speed drifts by ±30% within minutes, so two profile runs minutes apart cannot
+ * tell a 5% change; here both gateways run at once (each its own `wrangler dev`, persistence
+ * on tmpfs and fake connector), warmed up alike, and take the workload in alternating blocks,
+ * so both see the same drift. Prints each block pair and the mean per request of each side.
+ * 127.0.0.1 only, bounded counts.
+ *
+ *   npm run ab -- <base revision> [list|history|healthz|existing|new] [blocks=20] [block=50]
+ *
+ * The base revision is checked out into a temporary git worktree (sharing this checkout's
+ * node_modules) and removed afterwards; the other side is this working tree, uncommitted
+ * changes included.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-server.ts";
+import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
+import {
+  MODES,
+  type Mode,
+  pool,
+  postInbound,
+  readOf,
+  senderOf,
+  startConnector,
+  warmUp,
+  workloadConfig,
+  workloadVars,
+} from "./workload.ts";
+
+const root = path.resolve(import.meta.dirname, "..");
+const [base, modeArg = "list", blocksArg = "20", blockArg = "50"] = process.argv.slice(2);
+if (!base) throw new Error("usage: npm run ab -- <base revision> [mode] [blocks] [block]");
+const MODE = modeArg as Mode;
+if (!MODES.includes(MODE)) throw new Error(`unknown workload ${MODE} (one of ${MODES.join(", ")})`);
+const BLOCKS = Math.min(Math.max(Number(blocksArg) || 20, 2), 200);
+const BLOCK = Math.min(Math.max(Number(blockArg) || 50, 10), 500);
+
+function log(msg: string) {
+  process.stderr.write(`[ab] ${msg}\n`);
+}
+
+type Starter = (opts: LocalServerOptions) => Promise<LocalServer>;
+
+interface Side {
+  name: string;
+  server: LocalServer;
+  connector: Awaited<ReturnType<typeof startConnector>>;
+  cpuMs: number;
+  done: number;
+}
+
+async function startSide(name: string, start: Starter, scratch: (prefix: string) => string): Promise<Side> {
+  const connector = await startConnector();
+  const server = await start({
+    persistTo: scratch(`switchboard-ab-${name}-`),
+    vars: workloadVars,
+    config: workloadConfig(connector.port, MODE),
+  });
+  log(`${name}: ${server.url} (pid ${server.pid})`);
+  await warmUp(server.url, connector);
+  return { name, server, connector, cpuMs: 0, done: 0 };
+}
+
+/** One block of the workload on a side; returns its workerd CPU per request in ms. */
+async function block(side: Side, first: number): Promise<number> {
+  const read = readOf(MODE);
+  const before = side.connector.delivered();
+  const cpu0 = groupCpuSeconds(side.server.pid, "workerd");
+  await pool(BLOCK, 1, (i) =>
+    read
+      ? read(side.server.url, first + i)
+      : postInbound(side.server.url, `m-${first + i}`, senderOf(MODE, first + i)),
+  );
+  if (!read) await side.connector.until(before + BLOCK, 60_000);
+  const ms = (groupCpuSeconds(side.server.pid, "workerd") - cpu0) * 1000;
+  side.cpuMs += ms;
+  side.done += BLOCK;
+  return ms / BLOCK;
+}
+
+async function main() {
+  const worktree = mkdtempSync(path.join(tmpdir(), "switchboard-ab-base-"));
+  execFileSync("git", ["worktree", "add", "--detach", worktree, base as string], {
+    cwd: root,
+    stdio: "ignore",
+  });
+  const sides: Side[] = [];
+  try {
+    symlinkSync(path.join(root, "node_modules"), path.join(worktree, "node_modules"));
+    const baseLib = await import(path.join(worktree, "scripts/lib/local-server.ts"));
+    const headLib = await import("../scripts/lib/local-server.ts");
+    sides.push(await startSide("base", baseLib.startLocalServer, headLib.scratchDir));
+    sides.push(await startSide("head", headLib.startLocalServer, headLib.scratchDir));
+    const [a, b] = sides as [Side, Side];
+    console.log(
+      `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${base}, head = working tree)`,
+    );
+    const ratios: number[] = [];
+    for (let i = 0; i < BLOCKS; i++) {
+      // Alternate which side goes first, so neither always follows the other's work.
+      const [x, y] = i % 2 === 0 ? [a, b] : [b, a];
+      const first = i * BLOCK;
+      const rx = await block(x, first);
+      const ry = await block(y, first);
+      const [ra, rb] = x === a ? [rx, ry] : [ry, rx];
+      ratios.push(rb / ra);
+      console.log(
+        `block ${String(i + 1).padStart(3)}: base ${ra.toFixed(2)} ms  head ${rb.toFixed(2)} ms  head/base ${(rb / ra).toFixed(3)}`,
+      );
+    }
+    ratios.sort((p, q) => p - q);
+    const median = ratios[Math.floor(ratios.length / 2)] ?? Number.NaN;
+    const meanA = a.cpuMs / a.done;
+    const meanB = b.cpuMs / b.done;
+    console.log(
+      `\nworkerd CPU per ${readOf(MODE) ? "request" : "message"}: base ${meanA.toFixed(2)} ms, head ${meanB.toFixed(2)} ms ` +
+        `(head/base ${(meanB / meanA).toFixed(3)}; median of block pairs ${median.toFixed(3)})`,
+    );
+  } finally {
+    for (const side of sides) {
+      await side.server.stop();
+      side.connector.close();
+      rmSync(side.server.persistTo, { recursive: true, force: true });
+    }
+    execFileSync("git", ["worktree", "remove", "--force", worktree], { cwd: root, stdio: "ignore" });
+    rmSync(worktree, { recursive: true, force: true });
+  }
+}
+
+await main();

@@ -1,0 +1,137 @@
+/**
+ * The profiling workloads shared by `npm run profile` and `npm run ab`: a fake connector that
+ * counts deliveries, the gateway config they run under, signed inbound messages, the read
+ * requests (sessions_list, sessions_history, /healthz) and the warm-up that creates the 200
+ * sessions they read. 127.0.0.1 only.
+ */
+import { createServer } from "node:http";
+import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
+
+export const TOKEN = "profile-token";
+export const SECRET = "profile-connector-secret";
+
+export const MODES = ["new", "existing", "list", "history", "healthz"] as const;
+export type Mode = (typeof MODES)[number];
+
+/** A connector that accepts every delivery and counts them. */
+export async function startConnector() {
+  let delivered = 0;
+  let waiter: (() => void) | undefined;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      delivered++;
+      waiter?.();
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return {
+    port,
+    delivered: () => delivered,
+    /** Waits (bounded by `capMs`) until `target` deliveries have arrived. */
+    async until(target: number, capMs: number) {
+      const deadline = performance.now() + capMs;
+      while (delivered < target && performance.now() < deadline)
+        await new Promise<void>((r) => {
+          waiter = r;
+          setTimeout(r, 200);
+        });
+    },
+    close: () => server.close(),
+  };
+}
+
+/** The gateway config of a workload (`list` reads under visibility "all": 50 rows per page). */
+export function workloadConfig(connectorPort: number, mode: Mode) {
+  return {
+    session: { dmScope: "per-channel-peer", queue: { cap: 1000 } },
+    ...(mode === "list" ? { tools: { sessions: { visibility: "all" } } } : {}),
+    connectors: {
+      telegram: { deliverUrl: `http://127.0.0.1:${connectorPort}/deliver`, secretEnv: "CONNECTOR_SECRET" },
+    },
+  };
+}
+
+export const workloadVars = { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET };
+
+/** Posts one signed direct message from `from`; throws unless it is acknowledged (202). */
+export async function postInbound(url: string, id: string, from: string): Promise<void> {
+  const body = JSON.stringify({
+    messageId: id,
+    chatType: "direct",
+    from,
+    to: "bot",
+    text: `hi ${id}`,
+    timestamp: Date.now(),
+  });
+  const res = await fetch(`${url}/hooks/inbound/telegram`, {
+    method: "POST",
+    headers: { "content-type": "application/json", [SIGNATURE_HEADER]: await signBody(SECRET, body) },
+    body,
+  });
+  await res.text();
+  if (res.status !== 202) throw new Error(`inbound ${res.status}`);
+}
+
+/** The sender of message `i` of a message workload (`existing`: one of the warm-up's peers). */
+export function senderOf(mode: Mode, i: number): string {
+  return mode === "existing" ? `peer-${i % 200}` : `new-${i}`;
+}
+
+const invoke = (url: string, body: unknown) =>
+  fetch(`${url}/tools/invoke`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+/** The read workloads: one request each, checked. */
+const READS: Partial<Record<Mode, (url: string, i: number) => Promise<Response>>> = {
+  list: (url) => invoke(url, { tool: "sessions_list", args: { limit: 50 } }),
+  // Each session reads its own history (visible under the default visibility, tree).
+  history: (url, i) => {
+    const key = `agent:main:telegram:dm:peer-${i % 200}`;
+    return invoke(url, { tool: "sessions_history", sessionKey: key, args: { sessionKey: key, limit: 50 } });
+  },
+  healthz: (url) => fetch(`${url}/healthz`),
+};
+
+/** Read request `i` of a read workload, or undefined for the message workloads. */
+export function readOf(mode: Mode): ((url: string, i: number) => Promise<void>) | undefined {
+  const read = READS[mode];
+  if (!read) return undefined;
+  return async (url, i) => {
+    const res = await read(url, i);
+    const body = await res.text();
+    if (res.status !== 200) throw new Error(`${mode} ${res.status}`);
+    if (mode === "list" && (JSON.parse(body) as { result: { count: number } }).result.count !== 50)
+      throw new Error("list: a page with fewer than 50 rows");
+  };
+}
+
+/** Runs `n` calls of `one` with `concurrency` at a time; returns the elapsed ms. */
+export async function pool(
+  n: number,
+  concurrency: number,
+  one: (i: number) => Promise<void>,
+): Promise<number> {
+  let i = 0;
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (i < n) await one(i++);
+    }),
+  );
+  return performance.now() - t0;
+}
+
+/** The warm-up: 200 sessions (peer-0 … peer-199) with one delivered reply each. */
+export async function warmUp(url: string, connector: Awaited<ReturnType<typeof startConnector>>) {
+  const warm = 200;
+  const before = connector.delivered();
+  await pool(warm, 32, (i) => postInbound(url, `warm-${i}`, `peer-${i % 200}`));
+  await connector.until(before + warm, 60_000);
+}

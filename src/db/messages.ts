@@ -3,22 +3,10 @@
  * the statement), history pages and export chunks by `(sessionId, seq)`, the newest messages
  * of several sessions in one statement, and what a turn's context is loaded from.
  */
-import {
-  and,
-  asc,
-  desc,
-  eq,
-  getTableColumns,
-  getTableName,
-  gt,
-  gte,
-  isNotNull,
-  isNull,
-  notLike,
-} from "drizzle-orm";
+import { and, asc, desc, eq, getTableName, gt, gte, isNotNull, isNull, notLike } from "drizzle-orm";
 import { FLUSH_ID_MARK, type TranscriptMessage } from "../transcript/message";
 import { database, type SessionRow, writeBatch } from "./queries";
-import { col, mapRow, selectStatement } from "./reads";
+import { col, mapRow, type SelectPart, selectUnion } from "./reads";
 import * as schema from "./schema";
 
 // A compaction entry (?13 = 1) resolves its first kept message id (?14) to that message's seq;
@@ -123,18 +111,6 @@ export async function turnContextRows(
   return latest ? { compaction: rowToMessage(latest), messages } : { messages };
 }
 
-const messageColumns = Object.entries(getTableColumns(schema.messages));
-
-/** A row read with raw SQL (database column names, driver values) as drizzle would have mapped it. */
-function messageRowFromDriver(raw: Record<string, unknown>): MessageRow {
-  const row: Record<string, unknown> = {};
-  for (const [field, column] of messageColumns) {
-    const value = raw[column.name];
-    row[field] = value === null || value === undefined ? null : column.mapFromDriverValue(value);
-  }
-  return row as MessageRow;
-}
-
 /**
  * The newest `limit` messages of each of several transcripts (each list oldest first),
  * optionally without tool results, in one statement whatever the number of transcripts (their
@@ -165,7 +141,7 @@ export async function recentMessagesOf(
     .bind(limit - 1, JSON.stringify(ids))
     .all<Record<string, unknown>>();
   for (const raw of results) {
-    const row = messageRowFromDriver(raw);
+    const row = mapRow(m, raw);
     out.get(row.sessionId)?.push(rowToMessage(row));
   }
   for (const list of out.values()) list.sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
@@ -184,13 +160,8 @@ export interface HistoryOptions {
   includeTools: boolean;
 }
 
-/** The statement of a history page of the transcript `sessionIdSql` (a `?` or a subquery) names. */
-function historyStatement(
-  db: D1Database,
-  sessionIdSql: string,
-  sessionParams: unknown[],
-  opts: HistoryOptions,
-): D1PreparedStatement {
+/** The select of a history page of the transcript `sessionIdSql` (a `?` or a subquery) names. */
+function historyPart(sessionIdSql: string, sessionParams: unknown[], opts: HistoryOptions): SelectPart {
   const m = schema.messages;
   let where = `where ${col(m, "sessionId")} = ${sessionIdSql}`;
   const params: unknown[] = [...sessionParams];
@@ -199,15 +170,15 @@ function historyStatement(
     params.push(opts.before);
   }
   if (!opts.includeTools) where += ` and ${col(m, "role")} <> 'toolResult'`;
-  return selectStatement(db, m, `${where} order by ${col(m, "seq")} desc limit ?`, [
-    ...params,
-    opts.limit + 1,
-  ]);
+  return {
+    table: m,
+    rest: `${where} order by ${col(m, "seq")} desc limit ?`,
+    params: [...params, opts.limit + 1],
+  };
 }
 
-/** The page from the rows of a history statement (newest first, one more than the limit). */
-function historyOf(raw: Record<string, unknown>[], limit: number): HistoryPage {
-  const rows = raw.map((r) => mapRow(schema.messages, r));
+/** The page from the rows of a history select (newest first, one more than the limit). */
+function historyOf(rows: MessageRow[], limit: number): HistoryPage {
   const hasMore = rows.length > limit;
   const page = rows.slice(0, limit).reverse().map(rowToMessage);
   const oldest = page[0]?.seq;
@@ -218,31 +189,34 @@ function historyOf(raw: Record<string, unknown>[], limit: number): HistoryPage {
 
 /** A page of history ending before `before` (a seq), oldest first; keyset on (sessionId, seq). */
 export async function historyPage(env: Env, sessionId: string, opts: HistoryOptions): Promise<HistoryPage> {
-  const { results } = await historyStatement(env.DB, "?", [sessionId], opts).all<Record<string, unknown>>();
-  return historyOf(results, opts.limit);
+  const [rows] = await selectUnion(env.DB, [historyPart("?", [sessionId], opts)]);
+  return historyOf((rows ?? []) as MessageRow[], opts.limit);
 }
 
+/** What a history page's reader needs of its session: who may see it, and its transcript. */
+const HISTORY_SESSION_COLUMNS = ["key", "agentId", "spawnedBy", "sessionId"] as const;
+export type HistorySession = Pick<SessionRow, (typeof HISTORY_SESSION_COLUMNS)[number]>;
+
 /**
- * The session stored under `key` and a history page of its current transcript, in one D1 round
- * trip (the page is empty when no session is stored under the key).
+ * The session stored under `key` and a history page of its current transcript, in one D1
+ * statement (the page is empty when no session is stored under the key).
  */
 export async function sessionWithHistoryPage(
   env: Env,
   key: string,
   opts: HistoryOptions,
-): Promise<{ row: SessionRow | undefined; page: HistoryPage }> {
+): Promise<{ row: HistorySession | undefined; page: HistoryPage }> {
   const s = schema.sessions;
-  const [sessions, messages] = await env.DB.batch<Record<string, unknown>>([
-    selectStatement(env.DB, s, `where ${col(s, "key")} = ? limit 1`, [key]),
-    historyStatement(
-      env.DB,
+  const [sessions, messages] = await selectUnion(env.DB, [
+    { table: s, keys: HISTORY_SESSION_COLUMNS, rest: `where ${col(s, "key")} = ? limit 1`, params: [key] },
+    historyPart(
       `(select ${col(s, "sessionId")} from "${getTableName(s)}" where ${col(s, "key")} = ?)`,
       [key],
       opts,
     ),
   ]);
-  const raw = sessions?.results[0];
-  return { row: raw ? mapRow(s, raw) : undefined, page: historyOf(messages?.results ?? [], opts.limit) };
+  const row = sessions?.[0] as HistorySession | undefined;
+  return { row, page: historyOf((messages ?? []) as MessageRow[], opts.limit) };
 }
 
 /** Ascending chunk of a transcript after `afterSeq`, for streaming exports. */

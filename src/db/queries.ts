@@ -5,7 +5,7 @@
  */
 import { and, desc, eq, inArray, isNotNull, isNull, lt, or, type SQL } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
-import { col, mapRow, selectRows, selectStatement } from "./reads";
+import { col, type SelectPart, selectRows, selectUnion } from "./reads";
 import * as schema from "./schema";
 import { insertQuery, type Query, updateQuery } from "./writes";
 
@@ -161,32 +161,74 @@ export async function listSessions(env: Env, f: SessionListFilter): Promise<Sess
   return rows ?? [];
 }
 
+/** The columns a listing row shows (SPEC §6, §17): what listing pages read of each session. */
+export const LISTED_COLUMNS = [
+  "key",
+  "agentId",
+  "sessionId",
+  "kind",
+  "channel",
+  "displayName",
+  "label",
+  "updatedAt",
+  "model",
+  "contextTokens",
+  "totalTokens",
+  "thinkingLevel",
+  "verboseLevel",
+  "systemSent",
+  "abortedLastRun",
+  "sendPolicy",
+  "lastChannel",
+  "lastTo",
+  "deliveryContext",
+  "spawnedBy",
+  "archivedAt",
+  "runStatus",
+  "expiresAt",
+  "expiredAt",
+] as const satisfies ReadonlyArray<keyof SessionRow>;
+export type ListedSession = Pick<SessionRow, (typeof LISTED_COLUMNS)[number]>;
+
+function newestFirst(
+  a: Pick<SessionRow, "updatedAt" | "key">,
+  b: Pick<SessionRow, "updatedAt" | "key">,
+): number {
+  return b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0);
+}
+
 /**
- * Several listings in one D1 round trip (a batch of index-ordered selects), each answered in
- * the order of its filter. A filter with several kinds is one select per kind, merged:
- * `kind IN (…)` cannot use the (kind, updatedAt, key) index for ordering, so SQLite would sort
- * every matching row, while one index-ordered query per kind stays bounded.
+ * Several listings in one D1 statement (index-ordered selects joined by `union all`), each
+ * answered in the order of its filter, with every column or the properties `keys`. A filter
+ * with several kinds is one select per kind, merged: `kind IN (…)` cannot use the
+ * (kind, updatedAt, key) index for ordering, so SQLite would sort every matching row, while
+ * one index-ordered select per kind stays bounded.
  */
-export async function listSessionsBatch(env: Env, filters: SessionListFilter[]): Promise<SessionRow[][]> {
-  const parts = filters.map((f) =>
+export async function listSessionsBatch<K extends keyof SessionRow & string = keyof SessionRow & string>(
+  env: Env,
+  filters: SessionListFilter[],
+  keys?: readonly K[],
+): Promise<Array<Array<Pick<SessionRow, K | "updatedAt" | "key">>>> {
+  const groups = filters.map((f) =>
     f.kinds && f.kinds.length > 1 ? f.kinds.map((kind) => ({ ...f, kinds: [kind] })) : [f],
   );
-  const statements = parts.flat().map((f) => listStatement(env, f));
-  if (statements.length === 0) return [];
-  const results = await env.DB.batch<Record<string, unknown>>(statements);
+  const withOrder = keys ? [...new Set<K | "updatedAt" | "key">([...keys, "updatedAt", "key"])] : undefined;
+  const parts = groups.flat().map((f) => listPart(f, withOrder));
+  if (parts.length === 0) return [];
+  const results = (await selectUnion(env.DB, parts)) as Array<
+    Array<Pick<SessionRow, K | "updatedAt" | "key">>
+  >;
   let next = 0;
-  return parts.map((group, i) => {
-    const rows = group.flatMap(() => (results[next++]?.results ?? []).map((r) => mapRow(schema.sessions, r)));
-    if (group.length === 1) return rows;
-    const limit = filters[i]?.limit ?? rows.length;
-    return rows
-      .sort((a, b) => b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0))
-      .slice(0, limit);
+  return groups.map((group, i) => {
+    // Each select is index-ordered; sorted again here, as a union promises no order (the
+    // rows are in order already, so this costs one pass).
+    const rows = group.flatMap(() => results[next++] ?? []).sort(newestFirst);
+    return group.length === 1 ? rows : rows.slice(0, filters[i]?.limit ?? rows.length);
   });
 }
 
 /** One index-ordered select of a listing (at most one kind). */
-function listStatement(env: Env, f: SessionListFilter): D1PreparedStatement {
+function listPart(f: SessionListFilter, keys: readonly string[] | undefined): SelectPart {
   const s = schema.sessions;
   const where: string[] = [];
   const params: unknown[] = [];
@@ -212,12 +254,12 @@ function listStatement(env: Env, f: SessionListFilter): D1PreparedStatement {
   }
   // Both columns descending, so the (…, updatedAt, key) indexes serve the order with a
   // backwards scan instead of sorting every matching row.
-  return selectStatement(
-    env.DB,
-    s,
-    `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(s, "updatedAt")} desc, ${col(s, "key")} desc limit ?`,
-    [...params, f.limit],
-  );
+  return {
+    table: s,
+    keys,
+    rest: `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(s, "updatedAt")} desc, ${col(s, "key")} desc limit ?`,
+    params: [...params, f.limit],
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,51 +2,72 @@
  * Read statements for the hot read paths (an entry by key, a listing page, a history page)
  * without drizzle's query builder and row mapping, whose per-call object walks were the
  * largest share of a read request's isolate time. The select list is derived from the drizzle
- * schema once per table, and rows are decoded by the schema's own columns (JSON, booleans), so
- * a row is exactly what drizzle's `.select().from(table)` returns (test/unit/reads.test.ts
- * compares them). Callers write only their WHERE/ORDER clauses, with `?` parameters.
+ * schema once per table and projection (every column, or the ones a caller names), rows come
+ * back as arrays (`.raw()`: the D1 client builds no object per row) and are decoded by the
+ * schema's own columns (JSON, booleans), so a row is exactly what drizzle's
+ * `.select().from(table)` returns (test/unit/reads.test.ts compares them). Callers write only
+ * their WHERE/ORDER clauses, with `?` parameters.
  */
 import { type Column, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 
-interface ReadPlan {
+/** [property, column name, decoder or null when the driver value is the value]. */
+type Decoder = [string, string, ((value: unknown) => unknown) | null];
+
+interface Projection {
   /** `select "a", "b" from "t"` */
   head: string;
-  /** [property, column name, column] in declaration order. */
-  columns: Array<[string, string, Column]>;
-  /** [property, column name, decoder or null when the driver value is the value] for mapRow. */
-  decoders: Array<[string, string, ((value: unknown) => unknown) | null]>;
-  /** Column name by property, quoted. */
-  names: Map<string, string>;
+  /** One per selected column, in select order. */
+  decoders: Decoder[];
 }
 
-const plans = new WeakMap<SQLiteTable, ReadPlan>();
+interface TablePlan {
+  name: string;
+  /** Every column's decoder, by property, in declaration order. */
+  decoders: Map<string, Decoder>;
+  /** By the property list ("*" for every column). */
+  projections: Map<string, Projection>;
+}
 
-function plan(table: SQLiteTable): ReadPlan {
+const plans = new WeakMap<SQLiteTable, TablePlan>();
+
+function plan(table: SQLiteTable): TablePlan {
   let p = plans.get(table);
   if (p) return p;
-  const columns = Object.entries(getTableColumns(table)).map(
-    ([key, column]) => [key, column.name, column] as [string, string, Column],
-  );
-  const names = new Map(columns.map(([key, name]) => [key, `"${name}"`]));
   p = {
-    head: `select ${columns.map(([, name]) => `"${name}"`).join(", ")} from "${getTableName(table)}"`,
-    columns,
-    names,
-    decoders: columns.map(([key, name, column]) => [
-      key,
-      name,
-      identityDecoded(column) ? null : (v) => column.mapFromDriverValue(v),
-    ]),
+    name: getTableName(table),
+    decoders: new Map(
+      Object.entries(getTableColumns(table)).map(([key, column]) => [
+        key,
+        [key, column.name, identityDecoded(column) ? null : (v: unknown) => column.mapFromDriverValue(v)],
+      ]),
+    ),
+    projections: new Map(),
   };
   plans.set(table, p);
   return p;
 }
 
+/** The select of `keys` (default: every column, in declaration order) of `table`. */
+function projection(table: SQLiteTable, keys?: readonly string[]): Projection {
+  const p = plan(table);
+  const id = keys ? keys.join(",") : "*";
+  let proj = p.projections.get(id);
+  if (proj) return proj;
+  const decoders = (keys ?? [...p.decoders.keys()]).map((key) => {
+    const d = p.decoders.get(key);
+    if (!d) throw new Error(`${p.name} has no column ${key}`);
+    return d;
+  });
+  proj = { head: `select ${decoders.map(([, name]) => `"${name}"`).join(", ")} from "${p.name}"`, decoders };
+  p.projections.set(id, proj);
+  return proj;
+}
+
 /**
  * Whether a column's driver value is already its value (plain text, integer and real columns:
- * drizzle's decoder returns its input), so mapRow can skip the call. JSON, boolean and
- * timestamp modes decode.
+ * drizzle's decoder returns its input), so rows skip the call. JSON, boolean and timestamp
+ * modes decode.
  */
 function identityDecoded(column: Column): boolean {
   const probe =
@@ -59,19 +80,34 @@ function identityDecoded(column: Column): boolean {
 
 /** The quoted column name of a property of `table`. */
 export function col<T extends SQLiteTable>(table: T, key: keyof T["$inferSelect"] & string): string {
-  const name = plan(table).names.get(key);
-  if (!name) throw new Error(`${getTableName(table)} has no column ${key}`);
-  return name;
+  const d = plan(table).decoders.get(key);
+  if (!d) throw new Error(`${getTableName(table)} has no column ${key}`);
+  return `"${d[1]}"`;
 }
 
-/** A D1 row (keyed by column name) as the schema's row shape. */
+/** The properties `keys` of a row of `table` (every property when absent). */
+export type Selected<T extends SQLiteTable, K extends keyof T["$inferSelect"]> = Pick<T["$inferSelect"], K>;
+
+function decode(value: unknown, decoder: Decoder[2]): unknown {
+  return value === null || value === undefined ? null : decoder ? decoder(value) : value;
+}
+
+/** A D1 row (keyed by column name, as `.all()` and `batch` give it) as the schema's row shape. */
 export function mapRow<T extends SQLiteTable>(table: T, raw: Record<string, unknown>): T["$inferSelect"] {
   const row: Record<string, unknown> = {};
-  for (const [key, name, decode] of plan(table).decoders) {
-    const value = raw[name];
-    row[key] = value === null || value === undefined ? null : decode ? decode(value) : value;
-  }
+  for (const [key, name, decoder] of projection(table).decoders) row[key] = decode(raw[name], decoder);
   return row as T["$inferSelect"];
+}
+
+/** A raw D1 row (values in select order from `offset`) of the projection `keys` as an object. */
+function mapValues(decoders: Decoder[], values: unknown[], offset: number): Record<string, unknown> {
+  const row: Record<string, unknown> = {};
+  for (let i = 0; i < decoders.length; i++) {
+    // Indexed, not destructured: this runs for every cell of every row read.
+    const d = decoders[i] as Decoder;
+    row[d[0]] = decode(values[i + offset], d[2]);
+  }
+  return row;
 }
 
 /** The statement selecting every column of `table` for the rows `rest` selects. */
@@ -81,16 +117,100 @@ export function selectStatement<T extends SQLiteTable>(
   rest: string,
   params: unknown[],
 ): D1PreparedStatement {
-  return db.prepare(`${plan(table).head} ${rest}`).bind(...params);
+  return db.prepare(`${projection(table).head} ${rest}`).bind(...params);
 }
 
-/** Every column of `table` for the rows `rest` (`where … order by … limit …`) selects. */
-export async function selectRows<T extends SQLiteTable>(
+/** Every column (or the properties `keys`) of `table` for the rows `rest` (`where … order by … limit …`) selects. */
+export async function selectRows<T extends SQLiteTable, K extends keyof T["$inferSelect"] & string>(
   db: D1Database,
   table: T,
   rest: string,
   params: unknown[],
-): Promise<T["$inferSelect"][]> {
-  const { results } = await selectStatement(db, table, rest, params).all<Record<string, unknown>>();
-  return results.map((r) => mapRow(table, r));
+  keys?: readonly K[],
+): Promise<Selected<T, K>[]> {
+  const { decoders, head } = projection(table, keys);
+  const rows = await db
+    .prepare(`${head} ${rest}`)
+    .bind(...params)
+    .raw();
+  return rows.map((values) => mapValues(decoders, values, 0) as Selected<T, K>);
+}
+
+/** One select of a union: a projection of a table and its `where … order by … limit …`. */
+export interface SelectPart {
+  table: SQLiteTable;
+  /** The properties selected; every column when absent. */
+  keys?: readonly string[] | undefined;
+  rest: string;
+  params: unknown[];
+}
+
+/** D1's limits per statement: bound parameters, and the selects of one compound select. */
+export const MAX_BOUND_PARAMS = 100;
+export const MAX_UNION_TERMS = 5;
+
+/**
+ * The rows of several selects (each ordered and limited by its own `rest`, of one table or of
+ * several), one list per part, read in one statement: the selects joined by `union all`, each
+ * row tagged with its part, parts of different projections side by side with NULLs in the
+ * other's columns. More parts than D1 takes in one statement (MAX_UNION_TERMS selects,
+ * MAX_BOUND_PARAMS parameters) go in a few statements, read in parallel. Each list is in the order its part's rows came (a union promises no order across
+ * parts; callers that need one sort). Rows are decoded as drizzle decodes them.
+ */
+export async function selectUnion(db: D1Database, parts: SelectPart[]): Promise<Record<string, unknown>[][]> {
+  // Where each projection's columns start in a union row (after the part tag).
+  const projections = parts.map((part) => projection(part.table, part.keys));
+  const offsets = new Map<Projection, number>();
+  let width = 0;
+  for (const p of projections) {
+    if (offsets.has(p)) continue;
+    offsets.set(p, width);
+    width += p.decoders.length;
+  }
+  const chunks: number[][] = [];
+  let params = 0;
+  parts.forEach((part, i) => {
+    const last = chunks.at(-1);
+    if (last && last.length < MAX_UNION_TERMS && params + part.params.length <= MAX_BOUND_PARAMS) {
+      last.push(i);
+      params += part.params.length;
+    } else {
+      chunks.push([i]);
+      params = part.params.length;
+    }
+  });
+  const lists: Record<string, unknown>[][] = parts.map(() => []);
+  await Promise.all(
+    chunks.map(async (chunk) => {
+      if (chunk.length === 1) {
+        const i = chunk[0] as number;
+        const { decoders, head } = projections[i] as Projection;
+        const part = parts[i] as SelectPart;
+        const rows = await db
+          .prepare(`${head} ${part.rest}`)
+          .bind(...part.params)
+          .raw();
+        lists[i] = rows.map((values) => mapValues(decoders, values, 0));
+        return;
+      }
+      const sql = chunk
+        .map((i) => {
+          const p = projections[i] as Projection;
+          const before = offsets.get(p) ?? 0;
+          const after = width - before - p.decoders.length;
+          return `select ${i}${", null".repeat(before)}, *${", null".repeat(after)} from (${p.head} ${(parts[i] as SelectPart).rest})`;
+        })
+        .join(" union all ");
+      const rows = await db
+        .prepare(sql)
+        .bind(...chunk.flatMap((i) => (parts[i] as SelectPart).params))
+        .raw();
+      for (const values of rows) {
+        const i = values[0] as number;
+        const p = projections[i] as Projection;
+        lists[i]?.push(mapValues(p.decoders, values, 1 + (offsets.get(p) ?? 0)));
+      }
+    }),
+  );
+  return lists;
 }

@@ -7,14 +7,14 @@
  */
 import { getSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
 import { agentMainKey, fromToolKey, toToolKey } from "../keys/session-key";
-import { canSee } from "../policy/visibility";
+import { canSee, type VisibilityRow } from "../policy/visibility";
 import { entryInitOf } from "../runs/entry-init";
 import type { EntryInit } from "../runs/types";
 import { type ToolContext, type ToolFailure, toolError } from "./types";
 
-/** A session the caller may see. */
-export interface VisibleSession {
-  row: SessionRow;
+/** A session the caller may see (`R`: what was read of it). */
+export interface VisibleSession<R extends VisibilityRow = SessionRow> {
+  row: R;
   /** How tools show the key: the caller's own main key (or `global`) is `main`. */
   displayKey: string;
 }
@@ -49,11 +49,11 @@ export function canonicalToolKey(
   }
 }
 
-function visible(
-  row: SessionRow | undefined,
+function visible<R extends VisibilityRow>(
+  row: R | undefined,
   given: string,
   ctx: LookupContext,
-): VisibleSession | ToolFailure {
+): VisibleSession<R> | ToolFailure {
   if (!row || !canSee(ctx.caller, row, ctx.config)) return sessionNotFound(given);
   return { row, displayKey: displayKeyFor(row.key, ctx) };
 }
@@ -81,14 +81,15 @@ export async function findVisibleSession(
  * trip as the session itself (`byKey`), or, when the argument names a sessionId, after it
  * (`byRow`). What `byKey` read of a session the caller may not see is dropped unseen.
  */
-export async function findVisibleSessionWith<T>(
+export async function findVisibleSessionWith<T, R extends VisibilityRow>(
   arg: string,
   ctx: LookupContext,
   read: {
-    byKey(key: string): Promise<{ row: SessionRow | undefined; extra: T }>;
+    /** `R`: what it reads of the session, at least what visibility needs. */
+    byKey(key: string): Promise<{ row: R | undefined; extra: T }>;
     byRow(row: SessionRow): Promise<T>;
   },
-): Promise<(VisibleSession & { extra: T }) | ToolFailure> {
+): Promise<(VisibleSession<R | SessionRow> & { extra: T }) | ToolFailure> {
   const given = arg.trim();
   if (!given) return toolError("the session argument is empty; pass a session key, `main`, or a sessionId");
   const canonical = canonicalToolKey(given, ctx);

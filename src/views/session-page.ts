@@ -7,7 +7,7 @@
  */
 
 import { recentMessagesOf } from "../db/messages";
-import { listSessionsBatch, type SessionListFilter, type SessionRow } from "../db/queries";
+import { LISTED_COLUMNS, type ListedSession, listSessionsBatch, type SessionListFilter } from "../db/queries";
 import { normalizeAgentId } from "../keys/session-key";
 import type { VisibilityScope } from "../policy/visibility";
 import type { TranscriptMessage } from "../transcript/message";
@@ -70,12 +70,12 @@ export function pageQuery(
 
 export interface SessionPageOptions {
   /** The key a row is shown with. */
-  displayKey(row: SessionRow): string;
+  displayKey(row: ListedSession): string;
   /** Extra fields rewritten on the row view (e.g. `spawnedBy` in display form). */
   spawnedBy?(key: string): string;
 }
 
-function newestFirst(a: SessionRow, b: SessionRow): number {
+function newestFirst(a: ListedSession, b: ListedSession): number {
   return b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0);
 }
 
@@ -108,6 +108,7 @@ export async function listSessionPage(
     scopes
       .filter((s) => !(s.agentId && q.agentId && s.agentId !== q.agentId))
       .map((s) => ({ ...base, ...s })),
+    LISTED_COLUMNS,
   );
   const seen = new Set<string>();
   // One scope is already in index order; several are merged in the same order.

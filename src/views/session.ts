@@ -2,16 +2,24 @@
  * JSON views of session entries (SPEC §3 entry, SPEC §6 list row). The gateway owns all
  * derived fields (kind, channel, transcriptPath), so clients never reconstruct them.
  */
-import type { SessionRow } from "../db/queries";
+import type { ListedSession, SessionRow } from "../db/queries";
 import type { TranscriptMessage } from "../transcript/message";
 
 export function transcriptPath(sessionId: string): string {
   return `/v1/transcripts/${sessionId}.jsonl`;
 }
 
+/**
+ * `o` without its null and undefined fields. A new object rather than `delete`s, which would
+ * turn each row into a slow dictionary-mode object (for the JSON answer too).
+ */
 function compact<T extends Record<string, unknown>>(o: T): T {
-  for (const k of Object.keys(o)) if (o[k] === null || o[k] === undefined) delete o[k];
-  return o;
+  const out: Record<string, unknown> = {};
+  for (const k in o) {
+    const v = o[k];
+    if (v !== null && v !== undefined) out[k] = v;
+  }
+  return out as T;
 }
 
 /** The full entry (SPEC §3 field names). */
@@ -20,7 +28,7 @@ export function entryView(row: SessionRow) {
 }
 
 /** `channel` per SPEC §6: groups their channel, direct chats lastChannel, internal kinds `internal`. */
-export function listChannel(row: SessionRow): string {
+export function listChannel(row: Pick<SessionRow, "kind" | "key" | "channel" | "lastChannel">): string {
   if (row.kind === "cron" || row.kind === "hook" || row.kind === "node") return "internal";
   if (row.key.includes(":subagent:")) return "unknown";
   if (row.kind === "group") return row.channel ?? "unknown";
@@ -37,7 +45,7 @@ export function expiredAtOf(row: Pick<SessionRow, "expiredAt" | "expiresAt">, no
   return row.expiresAt !== null && row.expiresAt <= now ? row.expiresAt : null;
 }
 
-export function listRow(row: SessionRow, displayKey: string, now: number, messages?: TranscriptMessage[]) {
+export function listRow(row: ListedSession, displayKey: string, now: number, messages?: TranscriptMessage[]) {
   const expiredAt = expiredAtOf(row, now);
   return compact({
     key: displayKey,

@@ -6,8 +6,9 @@
 import { env } from "cloudflare:workers";
 import { and, desc, eq, inArray, isNull, lt, ne, or } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
-import { appendMessages, historyPage } from "../../src/db/messages";
-import { database, getSession, listSessions } from "../../src/db/queries";
+import { appendMessages, historyPage, sessionWithHistoryPage } from "../../src/db/messages";
+import { database, getSession, LISTED_COLUMNS, listSessions, listSessionsBatch } from "../../src/db/queries";
+import { MAX_BOUND_PARAMS, MAX_UNION_TERMS } from "../../src/db/reads";
 import * as schema from "../../src/db/schema";
 import { seedSessions, sessionRow, transcriptMessages } from "../integration/rpc-support";
 
@@ -114,5 +115,57 @@ describe("hand-written reads return what drizzle returns", () => {
       );
       expect(page.hasMore).toBe(rows.length > opts.limit);
     }
+  });
+
+  it("several listings in one union, and more than one D1 statement takes, each in its own order", async () => {
+    const rows = await seed();
+    const filters = rows.map((r) => ({ keys: [r.key], archived: "all" as const, limit: 5 }));
+    // 12 selects: more than one statement's selects; with long key lists, more than its parameters.
+    expect(filters.length).toBeGreaterThan(MAX_UNION_TERMS);
+    // Three selects of 41 parameters each: within the selects of one statement, past its parameters.
+    const many = [0, 1, 2].map((n) => ({
+      keys: [
+        ...rows.slice(n).map((r) => r.key),
+        ...Array.from({ length: 28 + n }, (_, i) => `${prefix}-no-${i}`),
+      ],
+      archived: "all" as const,
+      limit: 3,
+    }));
+    expect(many.length).toBeLessThanOrEqual(MAX_UNION_TERMS);
+    expect(many.reduce((n, f) => n + f.keys.length + 1, 0)).toBeGreaterThan(MAX_BOUND_PARAMS);
+    for (const batch of [filters, many]) {
+      const answers = await listSessionsBatch(env, batch);
+      expect(answers).toHaveLength(batch.length);
+      for (const [i, f] of batch.entries()) expect(answers[i]).toEqual(await listSessions(env, f));
+    }
+    // A projection: exactly the listed columns, decoded alike.
+    const [listed] = await listSessionsBatch(
+      env,
+      [{ agentId: prefix, archived: "all", limit: 50 }],
+      LISTED_COLUMNS,
+    );
+    const full = await listSessions(env, { agentId: prefix, archived: "all", limit: 50 });
+    expect(listed).toEqual(full.map((r) => Object.fromEntries(LISTED_COLUMNS.map((k) => [k, r[k]]))));
+  });
+
+  it("a session and its history page in one statement", async () => {
+    const [row] = await seed();
+    const sessionId = row!.sessionId;
+    await appendMessages(env, sessionId, transcriptMessages(`${prefix}-sh`, 12, { toolEvery: 4 }));
+    const opts = { limit: 5, includeTools: false };
+    const both = await sessionWithHistoryPage(env, row!.key, opts);
+    expect(both.row).toEqual({
+      key: row!.key,
+      agentId: row!.agentId,
+      spawnedBy: row!.spawnedBy,
+      sessionId,
+    });
+    expect(both.page).toEqual(await historyPage(env, sessionId, opts));
+    expect(both.page.messages).toHaveLength(5);
+    // No session under the key: no row, an empty page.
+    expect(await sessionWithHistoryPage(env, `${prefix}-none`, opts)).toEqual({
+      row: undefined,
+      page: { messages: [], hasMore: false },
+    });
   });
 });

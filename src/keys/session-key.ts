@@ -115,9 +115,26 @@ function channelLessKeepsCase(cfg: SessionKeyConfig): boolean {
   return cfg.caseSensitiveChannels.length > 0;
 }
 
+/** The bound of each memo of computed keys below (cleared when full). */
+const CANONICAL_KEYS_MAX = 2048;
+
+/** Main keys already computed, per key config and agent id (tools compare every listed key with it). */
+const mainKeys = new WeakMap<SessionKeyConfig, Map<string, string>>();
+
 export function agentMainKey(agentId: string, cfg: SessionKeyConfig): string {
   if (cfg.scope === "global") return GLOBAL_KEY;
-  return `agent:${normalizeAgentId(agentId)}:${normalizeMainKey(cfg.mainKey)}`;
+  let known = mainKeys.get(cfg);
+  if (!known) {
+    known = new Map();
+    mainKeys.set(cfg, known);
+  }
+  let key = known.get(agentId);
+  if (key === undefined) {
+    key = `agent:${normalizeAgentId(agentId)}:${normalizeMainKey(cfg.mainKey)}`;
+    if (known.size >= CANONICAL_KEYS_MAX) known.clear();
+    known.set(agentId, key);
+  }
+  return key;
 }
 
 /**
@@ -308,7 +325,30 @@ function isAgentlessKind(head: string): boolean {
  * rule, or for a key without a channel segment the one of `channelLessKeepsCase`. Throws on an
  * empty key or an empty segment.
  */
+/**
+ * Canonical keys already computed, per key config (the parsed config is one object per isolate):
+ * one request canonicalizes the same few keys several times, and a listing shows 50 of them.
+ * Bounded; only successful results are kept (a malformed key throws every time).
+ */
+const canonicalKeys = new WeakMap<SessionKeyConfig, Map<string, string>>();
+
 export function canonicalizeSessionKey(raw: string, cfg: SessionKeyConfig, agentId?: string): string {
+  let known = canonicalKeys.get(cfg);
+  if (!known) {
+    known = new Map();
+    canonicalKeys.set(cfg, known);
+  }
+  // Length-prefixed, so no two (agentId, raw) pairs share an id; an absent agent id is -1.
+  const id = `${agentId?.length ?? -1}:${agentId ?? ""}${raw}`;
+  const hit = known.get(id);
+  if (hit !== undefined) return hit;
+  const key = canonicalize(raw, cfg, agentId);
+  if (known.size >= CANONICAL_KEYS_MAX) known.clear();
+  known.set(id, key);
+  return key;
+}
+
+function canonicalize(raw: string, cfg: SessionKeyConfig, agentId?: string): string {
   const segments = splitKey(raw);
   const head = (segments[0] ?? "").toLowerCase();
   if (head === "agent") {

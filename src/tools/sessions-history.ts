@@ -78,6 +78,18 @@ export function boundHistory(
   const budget = (opts.maxBytes ?? MAX_HISTORY_BYTES) - ENVELOPE_BYTES;
   const flags: Flags = { redacted: false, truncated: false };
   const bounded = messages.map((m) => boundMessage(m, maxChars, flags));
+  const whole = encoder.encode(JSON.stringify(bounded)).length;
+  if (whole <= budget) {
+    // The common case: the page fits, so no message's own size is needed.
+    return {
+      messages: bounded,
+      truncated: false,
+      droppedMessages: 0,
+      contentTruncated: flags.truncated,
+      contentRedacted: flags.redacted,
+      bytes: whole,
+    };
+  }
   const sizes = bounded.map((m) => encoder.encode(JSON.stringify(m)).length);
   // "[" + "]" + one "," between messages.
   let bytes = 2 + sizes.reduce((sum, n) => sum + n, 0) + Math.max(0, sizes.length - 1);

@@ -8,16 +8,35 @@ export const MAX_SKEW_SECONDS = 300;
 const encoder = new TextEncoder();
 
 /** HMAC-SHA256 of `message` under `secret`, as lowercase hex. */
+/**
+ * HMAC keys by secret, imported once per isolate: every inbound message is verified and every
+ * delivery signed with one of a few connector secrets. Bounded; a failed import is not kept.
+ */
+const hmacKeys = new Map<string, Promise<CryptoKey>>();
+const HMAC_KEYS_MAX = 64;
+
+function hmacKey(secret: string): Promise<CryptoKey> {
+  let key = hmacKeys.get(secret);
+  if (!key) {
+    key = crypto.subtle.importKey("raw", encoder.encode(secret), { name: "HMAC", hash: "SHA-256" }, false, [
+      "sign",
+    ]);
+    key.catch(() => hmacKeys.delete(secret));
+    if (hmacKeys.size >= HMAC_KEYS_MAX) hmacKeys.clear();
+    hmacKeys.set(secret, key);
+  }
+  return key;
+}
+
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+
 export async function hmacHex(secret: string, message: string): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    encoder.encode(secret),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
+  const mac = new Uint8Array(
+    await crypto.subtle.sign("HMAC", await hmacKey(secret), encoder.encode(message)),
   );
-  const mac = await crypto.subtle.sign("HMAC", key, encoder.encode(message));
-  return [...new Uint8Array(mac)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  let hex = "";
+  for (let i = 0; i < mac.length; i++) hex += HEX[mac[i] ?? 0];
+  return hex;
 }
 
 export async function signBody(secret: string, body: string, nowMs = Date.now()): Promise<string> {
@@ -84,8 +103,8 @@ export async function verifySignature(
     };
   }
   const expected = await hmacHex(secret, `${t}.${body}`);
-  if (!(await safeEqual(expected, v1.toLowerCase())))
-    return { ok: false, reason: "signature does not match" };
+  // Constant time in what the caller sent; the expected MAC is the secret side.
+  if (!equalsSecret(v1.toLowerCase(), expected)) return { ok: false, reason: "signature does not match" };
   return { ok: true };
 }
 

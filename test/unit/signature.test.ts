@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import {
   equalsSecret,
   MAX_SKEW_SECONDS,
@@ -59,6 +59,26 @@ describe("verifySignature", () => {
       ok: false,
       reason: "signature does not match",
     });
+  });
+
+  it("imports each secret's key once, and still tells secrets apart", async () => {
+    const imports = vi.spyOn(crypto.subtle, "importKey");
+    try {
+      const secret = `once-${crypto.randomUUID()}`;
+      const other = `${secret}-other`;
+      for (let i = 0; i < 3; i++) {
+        expect(
+          await verifySignature(secret, await signBody(secret, `${BODY}${i}`, NOW), `${BODY}${i}`, NOW),
+        ).toEqual({
+          ok: true,
+        });
+      }
+      expect(imports).toHaveBeenCalledTimes(1);
+      expect((await verifySignature(other, await signBody(secret, BODY, NOW), BODY, NOW)).ok).toBe(false);
+      expect(imports).toHaveBeenCalledTimes(2);
+    } finally {
+      imports.mockRestore();
+    }
   });
 
   it("refuses a body signed with another secret", async () => {

@@ -19,8 +19,10 @@
  * - `waiters.ts`      server-side waits on runs
  * (`actor-context.ts` is what these modules share; `flows.ts`, `freshness.ts` and
  * `reset-trigger.ts` are the pure rules they apply; `client.ts` reaches actors from outside.)
- * The delivery outbox (src/delivery/outbox.ts) shares the alarm: one alarm runs at most one
- * run, and starts the deliveries that are due in the background without waiting for them.
+ * The actor's work goes in steps that never overlap: one step runs at most one run and starts
+ * the deliveries that are due (src/delivery/outbox.ts) in the background without waiting for
+ * them. A step starts at once when a run is admitted to an idle actor or the run before it
+ * ends; otherwise at the alarm, which is also the backstop of a step the process did not finish.
  */
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config/load";
@@ -60,6 +62,12 @@ function toWaitResult(o: RunOutcome): WaitResult {
   return r;
 }
 
+/**
+ * How late the alarm is set for a run a step is already seeing to: it fires only when the
+ * process ended before the run did (or the run takes longer, and then finds it running).
+ */
+const STEP_BACKSTOP_MS = 10_000;
+
 export class SessionActor extends DurableObject<Env> {
   private readonly store: ActorStore;
   private readonly queue: RunQueue;
@@ -72,6 +80,10 @@ export class SessionActor extends DurableObject<Env> {
   private woken = false;
   /** The alarm this instance set and has not seen fire: a time, none (null), or unknown. */
   private alarmAt: number | null | undefined;
+  /** The steps (see `step`) queued on this instance, in order: they never overlap. */
+  private steps: Promise<void> = Promise.resolve();
+  /** Steps queued or running: while one is, it sees to the queue head, whose alarm is a backstop. */
+  private stepsActive = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -158,7 +170,10 @@ export class SessionActor extends DurableObject<Env> {
    */
   private async scheduleAlarm(): Promise<void> {
     const now = Date.now();
-    const run = this.queue.headDueAt(now);
+    let run = this.queue.headDueAt(now);
+    // A step is under way or queued: it runs a head that is due, so the alarm only backs it up
+    // (for a process that ends first).
+    if (run !== undefined && run <= now && this.stepsActive > 0) run = now + STEP_BACKSTOP_MS;
     const delivery = this.outbox.nextDue();
     const next = run === undefined ? delivery : delivery === undefined ? run : Math.min(run, delivery);
     if (next === undefined) {
@@ -179,11 +194,26 @@ export class SessionActor extends DurableObject<Env> {
   // -------------------------------------------------------------------------------------------
   // Runs
 
-  /** Accepts a run (or a command) for this session; idempotent by `req.runId`. */
+  /**
+   * Accepts a run (or a command) for this session; idempotent by `req.runId`. When nothing is
+   * running or about to, the run starts at once in a step queued once admission is done (its
+   * records written), not at an alarm: the step is reserved first, so the alarm admission sets
+   * is only its backstop.
+   */
   async enqueue(req: EnqueueRequest): Promise<EnqueueResult> {
     await this.bind(req.sessionKey);
     const command = commandOf(req);
-    return command ? runCommand(this.parts, req, command) : admit(this.parts, req);
+    if (command) return runCommand(this.parts, req, command);
+    const direct = !this.live.current && this.stepsActive === 0;
+    if (direct) this.stepsActive++;
+    try {
+      return await admit(this.parts, req);
+    } finally {
+      if (direct) {
+        this.stepsActive--;
+        this.stepSoon();
+      }
+    }
   }
 
   /** Waits in the actor (not by client polling) until the run ends or `timeoutMs` passes. */
@@ -332,17 +362,54 @@ export class SessionActor extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     // The alarm that fired is gone; whatever this invocation needs next is set again.
     this.alarmAt = undefined;
-    if (!this.store.kvGet("key")) return;
-    await this.records
-      .flushLeftover()
-      .catch((error) => console.error(`deferred records not written: ${error}`));
-    // Deliveries go out in the background: a connector that is down or slow never holds the run.
-    this.outbox.dispatch();
-    const head = this.queue.head();
-    // A head whose last attempt failed waits for its backoff (this alarm may be a delivery's).
-    if (head && (head.retry_at ?? 0) <= Date.now()) await attemptHead(this.parts, head);
-    this.outbox.dispatch();
-    this.store.sweepRunIds(Date.now());
+    await this.queueStep();
+  }
+
+  /**
+   * Queues a step after the ones before it, so the alarm's steps and the ones a run's
+   * enqueue or end starts at once never overlap; settles with that step.
+   */
+  private queueStep(): Promise<void> {
+    this.stepsActive++;
+    const step = this.steps.then(() => this.step());
+    this.steps = step.catch(() => {});
+    return step;
+  }
+
+  /** A step started without an alarm; its failure is logged (the backstop alarm retries). */
+  private stepSoon(): void {
+    this.ctx.waitUntil(this.queueStep().catch((error) => console.error(`step failed: ${error}`)));
+  }
+
+  /**
+   * One step of the actor's work: records a previous instance left, the deliveries that are
+   * due, and at most one run (the queue head, when due). A next head that is due starts in a
+   * step of its own at once; the alarm is then set for what is due later.
+   */
+  private async step(): Promise<void> {
+    let started: string | undefined;
+    try {
+      if (!this.store.kvGet("key")) return;
+      await this.records
+        .flushLeftover()
+        .catch((error) => console.error(`deferred records not written: ${error}`));
+      // Deliveries go out in the background: a connector that is down or slow never holds the run.
+      this.outbox.dispatch();
+      const head = this.queue.head();
+      // A head whose last attempt failed waits for its backoff (this step may be a delivery's).
+      if (head && (head.retry_at ?? 0) <= Date.now()) {
+        started = head.run_id;
+        await attemptHead(this.parts, head);
+      }
+      this.outbox.dispatch();
+      this.store.sweepRunIds(Date.now());
+    } finally {
+      this.stepsActive--;
+    }
+    // The next run starts now, unless it is the one just attempted (its retry is the alarm's).
+    // An empty queue is known without a read.
+    const next = started && !this.stepsActive && this.queue.count() > 0 ? this.queue.head() : undefined;
+    if (next && next.run_id !== started && (next.retry_at ?? 0) <= Date.now()) this.stepSoon();
     await this.scheduleAlarm();
   }
 }

@@ -137,7 +137,7 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     if (greeting) run.greeting = true;
     if (behind && idle) run.prestarted = { startedAt: now };
     stored = { json: a.queue.insert(runId, run, now), run };
-    // Something is running or about to (the alarm starts the head at once; a prestarted
+    // Something is running or about to (a step starts the head at once; a prestarted
     // head is already recorded as running).
     entry.runStatus = "running";
   }

@@ -121,7 +121,8 @@ const scripted = (extra: Record<string, unknown> = {}) => ({
  * config (otherwise the test config: echo model), its D1 binding logs every prepared statement
  * and batch into `w.events`, `breakAfter` makes D1 batches (and with `breakReads` every
  * statement) fail once that many batches succeeded (a simulated crash, as in resume.test.ts),
- * `holdAlarm` makes its alarm wait until it returns false, and `holdBatch(n)` the n-th batch
+ * `holdStep` makes its steps (a run's start, from its enqueue or its alarm) wait until it
+ * returns false, and `holdBatch(n)` the n-th batch
  * (0-based) until it returns false.
  */
 async function setupActor(
@@ -131,7 +132,7 @@ async function setupActor(
     config?: unknown;
     breakAfter?: number;
     breakReads?: boolean;
-    holdAlarm?: () => boolean;
+    holdStep?: () => boolean;
     holdBatch?: (n: number) => boolean;
   } = {},
 ) {
@@ -167,14 +168,15 @@ async function setupActor(
     const rewired = { ...env, DB: db } as Env;
     if (opts.config !== undefined) rewired.SWITCHBOARD_CONFIG = JSON.stringify(opts.config);
     (instance as unknown as { env: Env }).env = rewired;
-    const held = opts.holdAlarm;
+    const held = opts.holdStep;
     if (held) {
-      const alarm = instance.alarm.bind(instance);
-      Object.defineProperty(instance, "alarm", {
+      const target = instance as unknown as { step(): Promise<void> };
+      const step = target.step.bind(instance);
+      Object.defineProperty(instance, "step", {
         configurable: true,
         value: async () => {
           await until(() => !held());
-          await alarm();
+          await step();
         },
       });
     }
@@ -301,9 +303,9 @@ afterEach(() => {
 describe("prestart: a run enqueued on an idle actor starts in the enqueue batch", () => {
   it("shows the run running with its input stored as soon as the message is accepted", async () => {
     const id = "fp-idle";
-    // The alarm waits for the 202, so the run cannot start before its enqueue batch is written.
-    let alarmHeld = true;
-    const { w, key } = await scene(id, { config: scripted(), holdAlarm: () => alarmHeld });
+    // The run's step waits for the 202, so the run cannot start before its enqueue batch is written.
+    let stepHeld = true;
+    const { w, key } = await scene(id, { config: scripted(), holdStep: () => stepHeld });
     w.holdModel = true;
 
     const ack = await send(id, "hello");
@@ -317,7 +319,7 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
     expect(batches(w)).toHaveLength(1);
 
     // The model call is under way (held): the run wrote no start batch of its own.
-    alarmHeld = false;
+    stepHeld = false;
     await eventually(async () => w.requests.length === 1);
     expect(batches(w)).toHaveLength(1);
     expect(await runOf(ack.runId)).toMatchObject({ status: "running", startedAt: run.startedAt });
@@ -379,11 +381,11 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
 
   it("does not prestart a run that takes a second input while its enqueue batch is in flight", async () => {
     const id = "fp-collect-inflight";
-    let alarmHeld = true;
+    let stepHeld = true;
     let batchHeld = true;
     const { w, key } = await scene(id, {
       config: scripted({ session: { queue: { mode: "collect" } } }),
-      holdAlarm: () => alarmHeld,
+      holdStep: () => stepHeld,
       holdBatch: (n) => n === 0 && batchHeld,
     });
 
@@ -399,20 +401,20 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
       { runId: first.runId, state: "queued", prestarted: undefined, inputs: 2 },
     ]);
 
-    alarmHeld = false;
+    stepHeld = false;
     await expectOneMergedReply(w, key, first.runId);
   });
 
   it("stores a message merged into a prestarted run in collect mode (the run start writes it)", async () => {
     const id = "fp-collect-merge";
-    let alarmHeld = true;
+    let stepHeld = true;
     const { w, key } = await scene(id, {
       config: scripted({ session: { queue: { mode: "collect" } } }),
-      holdAlarm: () => alarmHeld,
+      holdStep: () => stepHeld,
     });
 
     const first = await send(id, "part one");
-    // The run has not started (its alarm is held), and the enqueue batch prestarted it.
+    // The run has not started (its step is held), and the enqueue batch prestarted it.
     expect(await queueSpecs(key)).toEqual([
       { runId: first.runId, state: "queued", prestarted: expect.any(Object), inputs: 1 },
     ]);
@@ -426,7 +428,7 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
       { runId: first.runId, state: "queued", prestarted: undefined, inputs: 2 },
     ]);
 
-    alarmHeld = false;
+    stepHeld = false;
     await expectOneMergedReply(w, key, first.runId);
     expect(w.requests).toEqual([
       [
@@ -484,7 +486,7 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
   });
 
   // Resumption of a prestarted run (cf. resume.test.ts): the test config's echo model; D1 fails
-  // after the enqueue batch, the instance is aborted, and the retried alarm resumes the run.
+  // after the enqueue batch, the instance is aborted, and its backstop alarm resumes the run.
   for (const [name, text, breakReads, roles] of [
     [
       "before it produced anything (its start batch was skipped)",
@@ -514,18 +516,18 @@ describe("prestart: a run enqueued on an idle actor starts in the enqueue batch"
       expect((await waitRun(warm.runId)).status).toBe("ok");
       await eventually(async () => w.delivered.length === 1);
 
-      let alarmHeld = true;
+      let stepHeld = true;
       await setupActor(key, w, {
         config: echoWriteThrough(),
         breakAfter: 1,
         breakReads,
-        holdAlarm: () => alarmHeld,
+        holdStep: () => stepHeld,
       });
       const ack = await send(id, text);
       expect(await queueSpecs(key)).toEqual([
         { runId: ack.runId, state: "queued", prestarted: expect.any(Object), inputs: 1 },
       ]);
-      alarmHeld = false;
+      stepHeld = false;
       // The run starts, then fails at the broken D1 write; it stays running with its checkpoint.
       await eventually(async () => (await queueSpecs(key))[0]?.state === "running");
       await sleep(100);
@@ -709,6 +711,37 @@ describe("inline first delivery: the reply is posted before the run's finalize b
   it("records the retried delivery as delivered when the run is resumed after a failed first attempt", async () => {
     const { ack } = await failedFirstAttemptThenCrash("fp-deliver-resume-row");
     expect(await deliveryOf(ack.runId)).toMatchObject({ status: "delivered", attempts: 2 });
+  });
+});
+
+describe("direct start: a message to an idle session runs without waiting for an alarm", () => {
+  it("runs the message and the one queued behind it with the alarm never firing; the alarm left is a backstop", async () => {
+    const id = "fp-direct";
+    const { w, key } = await scene(id, { config: scripted() });
+    // Alarms that fire do nothing here: every run below must start without one.
+    let alarms = 0;
+    await runInDurableObject(actor(key), (instance: SessionActor) => {
+      Object.defineProperty(instance, "alarm", {
+        configurable: true,
+        value: async () => {
+          alarms++;
+        },
+      });
+    });
+    w.holdModel = true;
+    const first = await send(id, "first");
+    await eventually(async () => w.requests.length === 1);
+    // While the run is under way, its alarm is only the backstop of a process that dies.
+    const backstop = await runInDurableObject(actor(key), (_i, state) => state.storage.getAlarm());
+    expect(backstop).toBeGreaterThan(Date.now() + 5_000);
+    const second = await send(id, "second");
+    w.holdModel = false;
+    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
+    // The run queued behind the first starts when the first ends, not at an alarm.
+    expect(await waitRun(second.runId)).toMatchObject({ status: "ok" });
+    await eventually(async () => w.delivered.length === 2);
+    expect(w.delivered.map((d) => d.body.text)).toEqual(["re: first", "re: second"]);
+    expect(alarms).toBe(0);
   });
 });
 

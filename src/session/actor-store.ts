@@ -3,7 +3,7 @@
  * context copy and records journal: the
  * versioned schema of all its tables, a kv table served from memory after the first read, the
  * session entry, which transcripts this actor has appended to, the answer given to every
- * accepted run id (`received`, for dedupe) and the outcome of every finished run (`finished`,
+ * accepted run id and sub-agent announcement (`received`, for dedupe) and the outcome of every finished run (`finished`,
  * for waits). Everything here is synchronous, so callers can build critical sections on it.
  */
 import type { SessionRow } from "../db/queries";
@@ -96,6 +96,23 @@ export class ActorStore {
       `INSERT INTO received (run_id, result, at) VALUES (?, ?, ?)`,
       runId,
       JSON.stringify(result),
+      at,
+    );
+  }
+
+  /**
+   * Whether the sub-agent announcement `id` was recorded here. Kept with the accepted run ids
+   * (its id, `<runId>:announcement`, is never a run id), and forgotten with them.
+   */
+  announced(id: string): boolean {
+    return this.sql.exec(`SELECT 1 FROM received WHERE run_id = ?`, id).toArray().length > 0;
+  }
+
+  recordAnnounced(id: string, at: number): void {
+    this.sql.exec(
+      `INSERT OR IGNORE INTO received (run_id, result, at) VALUES (?, ?, ?)`,
+      id,
+      JSON.stringify({ announcement: id }),
       at,
     );
   }

@@ -130,6 +130,8 @@ export async function recordAnnouncement(
   ann: Announcement,
 ): Promise<{ delivered: boolean }> {
   const now = Date.now();
+  // A repeat (the sub-agent's hand-off retried after this one was recorded) changes nothing.
+  if (a.store.announced(ann.id)) return { delivered: false };
   let entry = a.store.entry();
   if (!entry) {
     // A requester that never ran (e.g. /tools/invoke on a fresh key) still gets the
@@ -153,16 +155,14 @@ export async function recordAnnouncement(
     },
   ]);
   a.store.markHistory(entry.sessionId);
+  // Checked again, and recorded in the same synchronous step as the delivery's local row (which
+  // queueDelivery adds before its first await): a repeat that raced this one delivers nothing,
+  // and a crash before this step leaves the announcement to be posted again.
+  if (a.store.announced(ann.id)) return { delivered: false };
   const route = (entry.deliveryContext as DeliveryContext | null) ?? ann.route;
-  const delivered = route
-    ? await queueDelivery(
-        a,
-        `${ann.id}:announce`,
-        { kind: "announce", text: ann.text },
-        route,
-        entry,
-        sessionKey,
-      )
-    : false;
-  return { delivered };
+  const queued = route
+    ? queueDelivery(a, `${ann.id}:announce`, { kind: "announce", text: ann.text }, route, entry, sessionKey)
+    : Promise.resolve(false);
+  a.store.recordAnnounced(ann.id, now);
+  return { delivered: await queued };
 }

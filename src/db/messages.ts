@@ -177,8 +177,11 @@ function historyPart(sessionIdSql: string, sessionParams: unknown[], opts: Histo
   };
 }
 
-/** The page from the rows of a history select (newest first, one more than the limit). */
+/** The page from the rows of a history select (one more than the limit). */
 function historyOf(rows: MessageRow[], limit: number): HistoryPage {
+  // Newest first, as the select ordered them: sorted again, as a union promises no order (the
+  // rows are in order already, so this costs one pass).
+  rows.sort((a, b) => b.seq - a.seq);
   const hasMore = rows.length > limit;
   const page = rows.slice(0, limit).reverse().map(rowToMessage);
   const oldest = page[0]?.seq;

@@ -190,7 +190,8 @@ export const LISTED_COLUMNS = [
 ] as const satisfies ReadonlyArray<keyof SessionRow>;
 export type ListedSession = Pick<SessionRow, (typeof LISTED_COLUMNS)[number]>;
 
-function newestFirst(
+/** Listing order: newest `updatedAt` first, ties by key descending (the keyset order). */
+export function newestFirst(
   a: Pick<SessionRow, "updatedAt" | "key">,
   b: Pick<SessionRow, "updatedAt" | "key">,
 ): number {

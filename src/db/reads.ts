@@ -86,7 +86,7 @@ export function col<T extends SQLiteTable>(table: T, key: keyof T["$inferSelect"
 }
 
 /** The properties `keys` of a row of `table` (every property when absent). */
-export type Selected<T extends SQLiteTable, K extends keyof T["$inferSelect"]> = Pick<T["$inferSelect"], K>;
+type Selected<T extends SQLiteTable, K extends keyof T["$inferSelect"]> = Pick<T["$inferSelect"], K>;
 
 function decode(value: unknown, decoder: Decoder[2]): unknown {
   return value === null || value === undefined ? null : decoder ? decoder(value) : value;
@@ -110,16 +110,6 @@ function mapValues(decoders: Decoder[], values: unknown[], offset: number): Reco
   return row;
 }
 
-/** The statement selecting every column of `table` for the rows `rest` selects. */
-export function selectStatement<T extends SQLiteTable>(
-  db: D1Database,
-  table: T,
-  rest: string,
-  params: unknown[],
-): D1PreparedStatement {
-  return db.prepare(`${projection(table).head} ${rest}`).bind(...params);
-}
-
 /** Every column (or the properties `keys`) of `table` for the rows `rest` (`where … order by … limit …`) selects. */
 export async function selectRows<T extends SQLiteTable, K extends keyof T["$inferSelect"] & string>(
   db: D1Database,
@@ -128,12 +118,8 @@ export async function selectRows<T extends SQLiteTable, K extends keyof T["$infe
   params: unknown[],
   keys?: readonly K[],
 ): Promise<Selected<T, K>[]> {
-  const { decoders, head } = projection(table, keys);
-  const rows = await db
-    .prepare(`${head} ${rest}`)
-    .bind(...params)
-    .raw();
-  return rows.map((values) => mapValues(decoders, values, 0) as Selected<T, K>);
+  const [rows] = await selectUnion(db, [{ table, keys, rest, params }]);
+  return (rows ?? []) as Selected<T, K>[];
 }
 
 /** One select of a union: a projection of a table and its `where … order by … limit …`. */

@@ -7,7 +7,13 @@
  */
 
 import { recentMessagesOf } from "../db/messages";
-import { LISTED_COLUMNS, type ListedSession, listSessionsBatch, type SessionListFilter } from "../db/queries";
+import {
+  LISTED_COLUMNS,
+  type ListedSession,
+  listSessionsBatch,
+  newestFirst,
+  type SessionListFilter,
+} from "../db/queries";
 import { normalizeAgentId } from "../keys/session-key";
 import type { VisibilityScope } from "../policy/visibility";
 import type { TranscriptMessage } from "../transcript/message";
@@ -73,10 +79,6 @@ export interface SessionPageOptions {
   displayKey(row: ListedSession): string;
   /** Extra fields rewritten on the row view (e.g. `spawnedBy` in display form). */
   spawnedBy?(key: string): string;
-}
-
-function newestFirst(a: ListedSession, b: ListedSession): number {
-  return b.updatedAt - a.updatedAt || (a.key < b.key ? 1 : a.key > b.key ? -1 : 0);
 }
 
 /**

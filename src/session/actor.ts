@@ -357,7 +357,7 @@ export class SessionActor extends DurableObject<Env> {
   }
 
   // -------------------------------------------------------------------------------------------
-  // Alarm: one run per invocation, plus due deliveries.
+  // Steps: at most one run each, plus due deliveries; from the alarm, or started at once.
 
   override async alarm(): Promise<void> {
     // The alarm that fired is gone; whatever this invocation needs next is set again.

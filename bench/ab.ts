@@ -18,24 +18,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
-import {
-  MODES,
-  type Mode,
-  pool,
-  postInbound,
-  readOf,
-  senderOf,
-  startConnector,
-  warmUp,
-  workloadConfig,
-  workloadVars,
-} from "./workload.ts";
+import * as workload from "./workload.ts";
 
 const root = path.resolve(import.meta.dirname, "..");
 const [base, modeArg = "list", blocksArg = "20", blockArg = "50"] = process.argv.slice(2);
 if (!base) throw new Error("usage: npm run ab -- <base revision> [mode] [blocks] [block]");
-const MODE = modeArg as Mode;
-if (!MODES.includes(MODE)) throw new Error(`unknown workload ${MODE} (one of ${MODES.join(", ")})`);
+const MODE = workload.modeOf(modeArg);
 const BLOCKS = Math.min(Math.max(Number(blocksArg) || 20, 2), 200);
 const BLOCK = Math.min(Math.max(Number(blockArg) || 50, 10), 500);
 
@@ -48,32 +36,32 @@ type Starter = (opts: LocalServerOptions) => Promise<LocalServer>;
 interface Side {
   name: string;
   server: LocalServer;
-  connector: Awaited<ReturnType<typeof startConnector>>;
+  connector: Awaited<ReturnType<typeof workload.startConnector>>;
   cpuMs: number;
   done: number;
 }
 
 async function startSide(name: string, start: Starter, scratch: (prefix: string) => string): Promise<Side> {
-  const connector = await startConnector();
+  const connector = await workload.startConnector();
   const server = await start({
     persistTo: scratch(`switchboard-ab-${name}-`),
-    vars: workloadVars,
-    config: workloadConfig(connector.port, MODE),
+    vars: workload.workloadVars,
+    config: workload.workloadConfig(connector.port, MODE),
   });
   log(`${name}: ${server.url} (pid ${server.pid})`);
-  await warmUp(server.url, connector);
+  await workload.warmUp(server.url, connector);
   return { name, server, connector, cpuMs: 0, done: 0 };
 }
 
 /** One block of the workload on a side; returns its workerd CPU per request in ms. */
 async function block(side: Side, first: number): Promise<number> {
-  const read = readOf(MODE);
+  const read = workload.readOf(MODE);
   const before = side.connector.delivered();
   const cpu0 = groupCpuSeconds(side.server.pid, "workerd");
-  await pool(BLOCK, 1, (i) =>
+  await workload.pool(BLOCK, 1, (i) =>
     read
       ? read(side.server.url, first + i)
-      : postInbound(side.server.url, `m-${first + i}`, senderOf(MODE, first + i)),
+      : workload.postInbound(side.server.url, `m-${first + i}`, workload.senderOf(MODE, first + i)),
   );
   if (!read) await side.connector.until(before + BLOCK, 60_000);
   const ms = (groupCpuSeconds(side.server.pid, "workerd") - cpu0) * 1000;
@@ -117,7 +105,7 @@ async function main() {
     const meanA = a.cpuMs / a.done;
     const meanB = b.cpuMs / b.done;
     console.log(
-      `\nworkerd CPU per ${readOf(MODE) ? "request" : "message"}: base ${meanA.toFixed(2)} ms, head ${meanB.toFixed(2)} ms ` +
+      `\nworkerd CPU per ${workload.readOf(MODE) ? "request" : "message"}: base ${meanA.toFixed(2)} ms, head ${meanB.toFixed(2)} ms ` +
         `(head/base ${(meanB / meanA).toFixed(3)}; median of block pairs ${median.toFixed(3)})`,
     );
   } finally {

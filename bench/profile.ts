@@ -22,24 +22,12 @@ import path from "node:path";
 import WebSocket from "ws";
 import { type LocalServer, scratchDir, startLocalServer } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
-import {
-  MODES,
-  type Mode,
-  pool,
-  postInbound,
-  readOf,
-  senderOf,
-  startConnector,
-  warmUp,
-  workloadConfig,
-  workloadVars,
-} from "./workload.ts";
+import * as workload from "./workload.ts";
 
 const args = process.argv.slice(2).filter((a) => !a.startsWith("--"));
 const CPU_ONLY = process.argv.includes("--cpu");
 const COUNT = Math.min(Number(args[0] ?? 500) || 500, 5000);
-const MODE = (args[1] ?? "new") as Mode;
-if (!MODES.includes(MODE)) throw new Error(`unknown workload ${MODE} (one of ${MODES.join(", ")})`);
+const MODE = workload.modeOf(args[1] ?? "new");
 const CONCURRENCY = process.argv.includes("--serial") ? 1 : 32;
 
 interface ProfileNode {
@@ -124,26 +112,28 @@ function summarise(profile: Profile) {
 }
 
 async function main() {
-  const connector = await startConnector();
+  const connector = await workload.startConnector();
   const persistTo = scratchDir("switchboard-profile-");
   const server: LocalServer = await startLocalServer({
     persistTo,
-    vars: workloadVars,
-    config: workloadConfig(connector.port, MODE),
+    vars: workload.workloadVars,
+    config: workload.workloadConfig(connector.port, MODE),
   });
   log(`gateway ${server.url} pid ${server.pid} inspector ${server.inspectorPort}`);
   try {
-    await warmUp(server.url, connector);
+    await workload.warmUp(server.url, connector);
     const insp = CPU_ONLY ? undefined : await inspector(server.inspectorPort);
     await insp?.call("Profiler.enable");
     await insp?.call("Profiler.setSamplingInterval", { interval: 200 });
     await insp?.call("Profiler.start");
     const before = connector.delivered();
     const cpuBefore = groupCpuSeconds(server.pid, "workerd");
-    const read = readOf(MODE);
+    const read = workload.readOf(MODE);
     const ackMs = read
-      ? await pool(COUNT, CONCURRENCY, (i) => read(server.url, i))
-      : await pool(COUNT, CONCURRENCY, (i) => postInbound(server.url, `m-${i}`, senderOf(MODE, i)));
+      ? await workload.pool(COUNT, CONCURRENCY, (i) => read(server.url, i))
+      : await workload.pool(COUNT, CONCURRENCY, (i) =>
+          workload.postInbound(server.url, `m-${i}`, workload.senderOf(MODE, i)),
+        );
     if (!read) await connector.until(before + COUNT, 120_000);
     const cpuMs = ((groupCpuSeconds(server.pid, "workerd") - cpuBefore) * 1000) / COUNT;
     const unit = read ? "request" : "message";

@@ -13,6 +13,13 @@ export const SECRET = "profile-connector-secret";
 export const MODES = ["new", "existing", "list", "history", "healthz"] as const;
 export type Mode = (typeof MODES)[number];
 
+/** The workload a command line names; throws naming the known ones. */
+export function modeOf(arg: string): Mode {
+  const mode = arg as Mode;
+  if (!MODES.includes(mode)) throw new Error(`unknown workload ${arg} (one of ${MODES.join(", ")})`);
+  return mode;
+}
+
 /** A connector that accepts every delivery and counts them. */
 export async function startConnector() {
   let delivered = 0;

@@ -39,6 +39,8 @@ export interface LocalServerOptions {
   envFile?: string;
   /** Apply local D1 migrations first (default true; a restart on the same directory can skip it). */
   migrate?: boolean;
+  /** Another Worker's wrangler config (the bench's floor Worker); the gateway's when omitted. */
+  wranglerConfig?: string;
 }
 
 export interface LocalServer {
@@ -188,6 +190,7 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     "--inspector-port",
     String(inspectorPort),
     "--show-interactive-dev-session=false",
+    ...(opts.wranglerConfig ? ["--config", opts.wranglerConfig] : []),
     // Lets tests and operators fire the cron handler: GET /__scheduled?cron=*+*+*+*+* (now), or
     // miniflare's /cdn-cgi/local/scheduled?cron=*+*+*+*+*&time=<epoch ms> for another instant.
     "--test-scheduled",

@@ -137,8 +137,10 @@ export function visibilityScopes(caller: VisibilityCaller, config: Config): Visi
   const level = effectiveVisibility(caller, config);
   if (level === "self") return [self];
   if (level === "tree") return [self, children];
-  if (level === "agent") return [self, children, { agentId: caller.agentId }];
+  // From `agent` up, the caller's own row is in its agent's scope (a key's agent is the
+  // caller's), so the key scope would only repeat it; children can run under other agents.
+  if (level === "agent") return [children, { agentId: caller.agentId }];
   const agents = visibleAgents(caller, config);
   if (agents === "any") return [{}];
-  return [self, children, ...agents.map((agentId) => ({ agentId }))];
+  return [children, ...agents.map((agentId) => ({ agentId }))];
 }

@@ -265,14 +265,13 @@ describe("canSee", () => {
 });
 
 describe("visibilityScopes", () => {
-  it("are index-bound slices: the caller's key, its children, and whole agents", () => {
+  it("are index-bound slices: the caller's key, its children, and whole agents (which hold the caller's key)", () => {
     expect(visibilityScopes(caller, withVisibility("self"))).toEqual([{ keys: ["agent:main:main"] }]);
     expect(visibilityScopes(caller, withVisibility("tree"))).toEqual([
       { keys: ["agent:main:main"] },
       { spawnedBy: "agent:main:main" },
     ]);
     expect(visibilityScopes(caller, withVisibility("agent"))).toEqual([
-      { keys: ["agent:main:main"] },
       { spawnedBy: "agent:main:main" },
       { agentId: "main" },
     ]);
@@ -284,12 +283,7 @@ describe("visibilityScopes", () => {
         caller,
         withVisibility("all", { tools: { agentToAgent: { enabled: true, allow: ["main", "research"] } } }),
       ),
-    ).toEqual([
-      { keys: ["agent:main:main"] },
-      { spawnedBy: "agent:main:main" },
-      { agentId: "main" },
-      { agentId: "research" },
-    ]);
+    ).toEqual([{ spawnedBy: "agent:main:main" }, { agentId: "main" }, { agentId: "research" }]);
   });
 
   it("select exactly the rows canSee admits, for every level and caller", () => {

@@ -98,11 +98,14 @@ const invoke = (url: string, body: unknown) =>
 /** The read workloads: one request each, checked. */
 const READS: Partial<Record<Mode, (url: string, i: number) => Promise<Response>>> = {
   list: (url) => invoke(url, { tool: "sessions_list", args: { limit: 50 } }),
-  // Each session reads its own history (visible under the default visibility, tree).
-  history: (url, i) => {
-    const key = `agent:main:telegram:dm:peer-${i % 200}`;
-    return invoke(url, { tool: "sessions_history", sessionKey: key, args: { sessionKey: key, limit: 50 } });
-  },
+  // The session the warm-up gave a long transcript reads its own newest 50 messages (visible
+  // under the default visibility, tree).
+  history: (url) =>
+    invoke(url, {
+      tool: "sessions_history",
+      sessionKey: HISTORY_KEY,
+      args: { sessionKey: HISTORY_KEY, limit: 50 },
+    }),
   healthz: (url) => fetch(`${url}/healthz`),
 };
 
@@ -116,6 +119,11 @@ export function readOf(mode: Mode): ((url: string, i: number) => Promise<void>) 
     if (res.status !== 200) throw new Error(`${mode} ${res.status}`);
     if (mode === "list" && (JSON.parse(body) as { result: { count: number } }).result.count !== 50)
       throw new Error("list: a page with fewer than 50 rows");
+    if (
+      mode === "history" &&
+      (JSON.parse(body) as { result: { messages: unknown[] } }).result.messages.length !== 50
+    )
+      throw new Error("history: a page with fewer than 50 messages");
   };
 }
 
@@ -135,10 +143,21 @@ export async function pool(
   return performance.now() - t0;
 }
 
-/** The warm-up: 200 sessions (peer-0 … peer-199) with one delivered reply each. */
+/** The session the `history` workload reads: the warm-up gives it 31 turns (62 messages). */
+const HISTORY_PEER = "peer-0";
+const HISTORY_KEY = `agent:main:telegram:dm:${HISTORY_PEER}`;
+
+/**
+ * The warm-up: 200 sessions (peer-0 … peer-199) with one delivered reply each, then 30 more
+ * turns of peer-0, one at a time, so `history` reads a full page.
+ */
 export async function warmUp(url: string, connector: Awaited<ReturnType<typeof startConnector>>) {
   const warm = 200;
   const before = connector.delivered();
   await pool(warm, 32, (i) => postInbound(url, `warm-${i}`, `peer-${i % 200}`));
   await connector.until(before + warm, 60_000);
+  for (let i = 0; i < 30; i++) {
+    await postInbound(url, `turn-${i}`, HISTORY_PEER);
+    await connector.until(before + warm + i + 1, 10_000);
+  }
 }

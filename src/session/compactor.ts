@@ -106,7 +106,11 @@ async function flushTurn(a: ActorContext, p: CompactionProgress, s: CompactionSe
       persist: async (cp, appended) => {
         p.flush = cp;
         s.save();
-        await a.records.messagesAppended(s.sessionId, appended);
+        // Recorded under the compaction's own run (the loop's id only marks the messages' ids).
+        await a.records.messagesAppended(
+          s.sessionId,
+          appended.map((m) => ({ ...m, runId: p.runId })),
+        );
       },
     });
   } catch (error) {

@@ -108,6 +108,12 @@ describe("compaction", () => {
       expect(e.role).toBe("system");
       expect(e.compaction?.firstKeptSeq).toBeGreaterThan(0);
     }
+    // The flush turns' messages name the run that compacted, one runs.get knows.
+    const flushRuns = [...new Set(transcript.filter((m) => m.id.includes(":flush:")).map((m) => m.runId))];
+    expect(flushRuns.length).toBeGreaterThan(0);
+    for (const runId of flushRuns) {
+      expect((await rpc("runs.get", { runId })).status, `runs.get ${runId}`).toBe(200);
+    }
 
     // After each compaction, a turn's request carries that summary and only later messages;
     // each compaction was preceded by the flush turn.

@@ -87,13 +87,18 @@ export interface AgentLoopResult {
 
 export class ProviderError extends Error {}
 
-function pendingToolCalls(produced: TranscriptMessage[]): Array<Extract<ContentPart, { type: "toolCall" }>> {
+/** The unanswered calls of the latest assistant message, and when the model made them. */
+function pendingToolCalls(produced: TranscriptMessage[]): {
+  calls: Array<Extract<ContentPart, { type: "toolCall" }>>;
+  calledAt: number;
+} {
   const last = [...produced].reverse().find((m) => m.role === "assistant");
-  if (!last) return [];
+  if (!last) return { calls: [], calledAt: 0 };
   const done = new Set(produced.filter((m) => m.role === "toolResult").map((m) => m.toolCallId));
-  return last.content.filter(
+  const calls = last.content.filter(
     (p): p is Extract<ContentPart, { type: "toolCall" }> => p.type === "toolCall" && !done.has(p.id),
   );
+  return { calls, calledAt: last.timestamp };
 }
 
 /**
@@ -158,6 +163,7 @@ export function exceptionSummary(error: unknown): string {
 
 async function runTool(
   call: { id: string; name: string; arguments: unknown },
+  calledAt: number,
   input: AgentLoopInput,
 ): Promise<{ text: string; isError: boolean }> {
   const def = input.tools.find((t) => t.name === call.name);
@@ -174,7 +180,7 @@ async function runTool(
     };
   }
   try {
-    const result = await def.execute(parsed.data, { ...input.toolContext, toolCallId: call.id });
+    const result = await def.execute(parsed.data, { ...input.toolContext, toolCallId: call.id, calledAt });
     return { text: JSON.stringify(result ?? null), isError: false };
   } catch (error) {
     console.error(`tool ${call.name} threw:`, error);
@@ -188,10 +194,10 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
   for (;;) {
     input.signal.throwIfAborted();
     const pending = pendingToolCalls(cp.produced);
-    if (pending.length > 0) {
-      for (const call of pending) {
+    if (pending.calls.length > 0) {
+      for (const call of pending.calls) {
         input.signal.throwIfAborted();
-        const result = await runTool(call, input);
+        const result = await runTool(call, pending.calledAt, input);
         const message: TranscriptMessage = {
           id: `${input.runId}:s${cp.step}:t:${call.id}`,
           role: "toolResult",

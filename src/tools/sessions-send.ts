@@ -144,7 +144,15 @@ export const sessionsSendTool = defineTool({
           note: "the target session is itself waiting on this session; not waiting, to avoid a deadlock",
         };
       }
-      const result = await sessions.waitForRun(row.key, runId, Math.round(timeoutSeconds * 1000));
+      // The wait ends `timeoutSeconds` after the model asked, also when a restart repeats the
+      // call (the message is not sent twice: its run id derives from the call): past that, the
+      // target is asked once for what it has now.
+      const waited = ctx.calledAt === undefined ? 0 : Math.max(0, Date.now() - ctx.calledAt);
+      const result = await sessions.waitForRun(
+        row.key,
+        runId,
+        Math.max(0, Math.round(timeoutSeconds * 1000) - waited),
+      );
       if ("ok" in result) return toolError(result.message);
       return waitAnswer(result, display, timeoutSeconds);
     } finally {

@@ -47,6 +47,12 @@ export interface ToolContext {
    * resumed run, but unique only within its caller; ids derived from it go through `callSeed`.
    */
   toolCallId: string;
+  /**
+   * When the model asked for this call (the time of the assistant message holding it; absent
+   * over HTTP). A resumed run repeats an unanswered call with the same time, so a deadline a
+   * tool counts from it (sessions_send's wait) is not started again by a restart.
+   */
+  calledAt?: number;
   config: Config;
   env: Env;
   /**

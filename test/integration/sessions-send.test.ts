@@ -1,4 +1,8 @@
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load";
+import { sessionsSendTool } from "../../src/tools/sessions-send";
+import type { SessionPort, ToolContext } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   CONNECTORS,
@@ -10,7 +14,7 @@ import {
   SCRIPTED_MODEL_CONFIG,
   scriptedWorld,
 } from "./model-support";
-import { withActorConfig } from "./rpc-support";
+import { seedSessions, sessionRow, withActorConfig } from "./rpc-support";
 import { eventually, inbound, waitRun } from "./support";
 
 /** A: calls sessions_send when told to; everyone: answers, and plays the rounds as scripted. */
@@ -280,5 +284,57 @@ describe("sessions_send", () => {
       (await history(group("a6"))).some((m) => (m.content[0] as { text?: string })?.text === "note to self"),
     );
     world.restore();
+  });
+});
+
+describe("sessions_send's wait", () => {
+  it("ends timeoutSeconds after the model asked, also when a resumed run repeats the call", async () => {
+    const config = parseConfig(JSON.stringify({ tools: { sessions: { visibility: "agent" } } }));
+    const [target] = await seedSessions([
+      sessionRow({ key: "agent:main:telegram:group:wait-target", agentId: "main" }),
+    ]);
+    const waits: number[] = [];
+    const sessions: SessionPort = {
+      enqueue: async (req) => ({
+        ok: true,
+        runId: req.runId,
+        sessionKey: req.sessionKey,
+        sessionId: target?.sessionId ?? "",
+        status: "queued",
+      }),
+      waitForRun: async (_key, runId, timeoutMs) => {
+        waits.push(timeoutMs);
+        return { runId, status: "timeout", runStatus: "queued" };
+      },
+      queueDepth: async () => ({ waiting: 0, running: false }),
+    };
+    const ctx = (calledAt?: number): ToolContext => ({
+      caller: {
+        sessionKey: "agent:main:telegram:group:wait-source",
+        agentId: "main",
+        runId: "r-wait",
+        trigger: "inbound",
+      },
+      sessions,
+      toolCallId: "c1",
+      ...(calledAt === undefined ? {} : { calledAt }),
+      config,
+      env,
+    });
+    const args = { sessionKey: "agent:main:telegram:group:wait-target", message: "ping", timeoutSeconds: 5 };
+    await sessionsSendTool.execute(args, ctx(Date.now()));
+    // Resumed 4 s after the model asked: 1 s is left.
+    await sessionsSendTool.execute(args, ctx(Date.now() - 4_000));
+    // Resumed after the deadline: the target is asked once, without waiting.
+    const late = await sessionsSendTool.execute(args, ctx(Date.now() - 60_000));
+    // Over HTTP there is no earlier try.
+    await sessionsSendTool.execute(args, ctx());
+    expect(waits[0]).toBeGreaterThan(4_000);
+    expect(waits[0]).toBeLessThanOrEqual(5_000);
+    expect(waits[1]).toBeGreaterThan(0);
+    expect(waits[1]).toBeLessThanOrEqual(1_000);
+    expect(waits[2]).toBe(0);
+    expect(waits[3]).toBe(5_000);
+    expect(late).toMatchObject({ status: "timeout", error: expect.stringContaining("no reply within 5s") });
   });
 });

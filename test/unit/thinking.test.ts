@@ -1,4 +1,3 @@
-import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from "@ai-sdk/provider";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { emptyCheckpoint, runAgentLoop } from "../../src/agent/loop";
@@ -6,6 +5,7 @@ import { resolveModelRef } from "../../src/agent/models";
 import { ANTHROPIC_THINKING_BUDGETS, providerOptionsFor } from "../../src/agent/thinking";
 import { ConfigSchema } from "../../src/config/schema";
 import type { AgentTool, ToolContext } from "../../src/tools/types";
+import { scriptedModel } from "./scripted-model";
 
 const config = ConfigSchema.parse({
   models: {
@@ -96,38 +96,6 @@ describe("providerOptionsFor", () => {
     });
   });
 });
-
-/** A model that records its call options and answers from a script. */
-function scriptedModel(steps: LanguageModelV4GenerateResult["content"][]) {
-  const calls: LanguageModelV4CallOptions[] = [];
-  const usage = {
-    inputTokens: { total: 3, noCache: 3, cacheRead: 0, cacheWrite: 0 },
-    outputTokens: { total: 2, text: 2, reasoning: 0 },
-  };
-  return {
-    calls,
-    model: {
-      specificationVersion: "v4" as const,
-      provider: "scripted",
-      modelId: "m",
-      supportedUrls: {},
-      async doGenerate(options: LanguageModelV4CallOptions): Promise<LanguageModelV4GenerateResult> {
-        calls.push(options);
-        const content = steps[calls.length - 1] ?? [{ type: "text", text: "done" }];
-        const called = content.some((p) => p.type === "tool-call");
-        return {
-          content,
-          finishReason: { unified: called ? "tool-calls" : "stop", raw: undefined },
-          usage,
-          warnings: [],
-        };
-      },
-      async doStream(): Promise<never> {
-        throw new Error("not streamed");
-      },
-    },
-  };
-}
 
 const ping: AgentTool = {
   name: "ping",

@@ -81,7 +81,7 @@ export async function attemptHead(a: ActorContext, row: QueueRow): Promise<void>
     return giveUp(
       a,
       row,
-      `run stopped without finishing ${MAX_RUN_STARTS} times (its process ended each time)${last}`,
+      `run stopped ${MAX_RUN_STARTS} times in a row before its next step (its process ended each time)${last}`,
     );
   }
   try {

@@ -17,9 +17,10 @@
  * - Bounded attempts: a failed execution records its cause and when the next may start
  *   (`attempts`, `retry_at`, backoff); after MAX_RUN_ATTEMPTS failures the run ends `error`
  *   (see executor.ts `giveUp`) and the queue moves on: no run can wedge a session. Every start
- *   is counted too (`starts`, before any work), so a run whose process stops during each
- *   execution (it crashes the isolate, say) ends after MAX_RUN_STARTS, while a run interrupted
- *   a few times by restarts or deploys simply resumes.
+ *   is counted too (`starts`, before any work), and a step the run stores sets the count back
+ *   to zero, so a run whose process stops during each execution before its next step (it
+ *   crashes the isolate, say) ends after MAX_RUN_STARTS, while a run that is interrupted by
+ *   restarts or deploys but keeps making steps resumes as often as it takes.
  * - A run leaves the queue in one synchronous step, together with its recorded outcome.
  * All methods are synchronous storage calls.
  */
@@ -114,7 +115,7 @@ export function specOf(row: QueueRow): QueuedRun {
 
 /** A run is executed at most this many times; then it ends `error` with its last cause. */
 export const MAX_RUN_ATTEMPTS = 3;
-/** A run whose executions were started this many times (interrupted ones included) ends `error`. */
+/** A run started this many times in a row without storing a step (interrupted each time) ends `error`. */
 export const MAX_RUN_STARTS = 10;
 /** Wait before attempt n + 1 after n failed attempts. */
 export const RUN_RETRY_DELAYS_MS = [2_000, 10_000];
@@ -151,6 +152,8 @@ export class RunQueue {
   private known: { count: number; headRetryAt: number | null | undefined } | undefined;
   /** A first start counted by `beginAttempt`, written with the row's first checkpoint. */
   private readonly unwrittenStarts = new Map<number, number>();
+  /** Rows whose current attempt stored a step (their starts are back to zero). */
+  private readonly advanced = new Set<number>();
 
   constructor(private readonly sql: SqlStorage) {}
 
@@ -287,11 +290,16 @@ export class RunQueue {
     this.storedSteps.set(row.run_id, produced.length);
     const slim = { ...progress, loop: { ...progress.loop, produced: produced.map(() => 0 as const) } };
     const checkpoint = JSON.stringify(slim);
-    const starts = starting ? this.unwrittenStarts.get(row.pos) : undefined;
+    // A stored step is progress: the interruptions before it say nothing of a crash loop.
+    const stepped = produced.length > stored;
+    if (stepped) this.advanced.add(row.pos);
+    const starts = stepped ? 0 : starting ? this.unwrittenStarts.get(row.pos) : undefined;
     if (starts !== undefined) {
       this.unwrittenStarts.delete(row.pos);
       this.sql.exec(
-        `UPDATE queue SET state = 'running', checkpoint = ?, starts = ?, retry_at = NULL WHERE pos = ?`,
+        starting
+          ? `UPDATE queue SET state = 'running', checkpoint = ?, starts = ?, retry_at = NULL WHERE pos = ?`
+          : `UPDATE queue SET checkpoint = ?, starts = ? WHERE pos = ?`,
         checkpoint,
         starts,
         row.pos,
@@ -317,6 +325,7 @@ export class RunQueue {
    * Attempts are made on the head (the alarm's), so its retry time is known after.
    */
   beginAttempt(row: QueueRow): number {
+    this.advanced.delete(row.pos);
     const starts = (row.starts ?? 0) + 1;
     if (row.checkpoint === null) {
       // A first start is written by `start`, which the executor calls in this synchronous step
@@ -332,7 +341,7 @@ export class RunQueue {
   /** An attempt failed: its cause, and when the next may start; returns the failures so far. */
   attemptFailed(row: QueueRow, cause: string, retryAt: number): number {
     const attempts = (row.attempts ?? 0) + 1;
-    const starts = this.unwrittenStarts.get(row.pos) ?? row.starts ?? 0;
+    const starts = this.advanced.has(row.pos) ? 0 : (this.unwrittenStarts.get(row.pos) ?? row.starts ?? 0);
     this.unwrittenStarts.delete(row.pos);
     const updated = this.sql
       .exec(
@@ -367,6 +376,7 @@ export class RunQueue {
     this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
     this.storedSteps.delete(row.run_id);
     this.unwrittenStarts.delete(row.pos);
+    this.advanced.delete(row.pos);
     // The next head's retry time is read when asked (it may have failed an attempt before).
     if (this.known) this.known = { count: this.known.count - removed, headRetryAt: undefined };
   }

@@ -12,7 +12,14 @@ import type { SessionActor } from "../../src/session/actor";
 import { RUN_FAILED_NOTICE } from "../../src/session/outbound";
 import { MAX_RUN_ATTEMPTS, MAX_RUN_STARTS, RUN_RETRY_DELAYS_MS } from "../../src/session/run-queue";
 import { currentTimeTool } from "../../src/tools/current-time";
-import { CONNECTORS, group, groupMessage, history, scriptedWorld } from "./model-support";
+import {
+  CONNECTORS,
+  group,
+  groupMessage,
+  history,
+  SCRIPTED_MODEL_CONFIG,
+  scriptedWorld,
+} from "./model-support";
 import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
 import { actor, eventually, inbound, rpc, waitRun } from "./support";
 
@@ -147,8 +154,59 @@ describe("a run whose process stops during every execution", () => {
     await runDurableObjectAlarm(actor(key)); // one start too many: the run ends
     const done = await waitRun(stuck);
     expect(done.status).toBe("error");
-    expect(done.error).toMatch(new RegExp(`^run stopped without finishing ${MAX_RUN_STARTS} times`));
+    expect(done.error).toMatch(
+      new RegExp(`^run stopped ${MAX_RUN_STARTS} times in a row before its next step`),
+    );
     expect((await waitRun(await say(id, "next"))).status).toBe("ok");
+  });
+});
+
+describe("a run interrupted between its steps", () => {
+  async function startsOf(key: string, runId: string) {
+    return runInDurableObject(
+      actor(key),
+      (_i, state) =>
+        state.storage.sql
+          .exec<{ starts: number }>(`SELECT starts FROM queue WHERE run_id = ?`, runId)
+          .toArray()[0]?.starts,
+    );
+  }
+
+  it(`resumes however often it is interrupted while it keeps storing steps (${MAX_RUN_STARTS} in a row without one end it)`, {
+    timeout: 20_000,
+  }, async () => {
+    const id = `stepping-${crypto.randomUUID().slice(0, 6)}`;
+    const key = group(id);
+    const config = { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS };
+    expect((await waitRun(await say(id, "warm up"))).status).toBe("ok");
+    // Model calls of the run: 1 hangs, 2 asks for a tool, 3 hangs, 4 answers.
+    let calls = 0;
+    const world = scriptedWorld(() => {
+      calls++;
+      if (calls === 1 || calls === 3) return { text: "late", delayMs: 60_000 };
+      if (calls === 2) return { tool: "current_time", args: {} };
+      return { text: "done at last" };
+    });
+    await withActorConfig(key, config);
+    const run = await say(id, "step, then hang");
+    await eventually(async () => calls === 1);
+    // As if it had been interrupted all but once already, without a step.
+    await runInDurableObject(actor(key), (_i, state) => {
+      state.storage.sql.exec(`UPDATE queue SET starts = ? WHERE run_id = ?`, MAX_RUN_STARTS - 1, run);
+    });
+    await abortAllDurableObjects();
+    // Started again (start MAX_RUN_STARTS): it stores its tool step, which sets the count back,
+    // then hangs again.
+    await withActorConfig(key, config);
+    await eventually(async () => calls === 3, 10_000);
+    expect(await startsOf(key, run)).toBe(0);
+    await abortAllDurableObjects();
+    // One more interruption is its first since that step: it resumes and finishes.
+    await withActorConfig(key, config);
+    const done = await waitRun(run);
+    expect(done.status).toBe("ok");
+    expect(calls).toBe(4);
+    world.restore();
   });
 });
 

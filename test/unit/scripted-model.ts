@@ -1,8 +1,11 @@
 /**
- * A language model for the agent loop's unit tests: answers each call from a script (one
- * content list per call, then "done") and records the call options it was given.
+ * The agent loop's unit tests: a language model that answers each call from a script (one
+ * content list per call, then "done") and records the call options it was given, and the
+ * loop's input around it.
  */
 import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from "@ai-sdk/provider";
+import { type AgentLoopInput, emptyCheckpoint } from "../../src/agent/loop";
+import type { AgentTool, ToolContext } from "../../src/tools/types";
 
 /** A model that records its call options and answers from a script. */
 export function scriptedModel(steps: LanguageModelV4GenerateResult["content"][]) {
@@ -33,5 +36,29 @@ export function scriptedModel(steps: LanguageModelV4GenerateResult["content"][])
         throw new Error("not streamed");
       },
     },
+  };
+}
+
+/** The loop's input for one user message "hi", with `tools`, persisting nothing. */
+export function loopInput(
+  model: ReturnType<typeof scriptedModel>["model"],
+  tools: AgentTool[],
+  overrides: Partial<AgentLoopInput> = {},
+): AgentLoopInput {
+  return {
+    runId: "r1",
+    model,
+    modelRef: "scripted/m",
+    system: "sys",
+    history: [{ id: "u1", role: "user", content: [{ type: "text", text: "hi" }], timestamp: 1 }],
+    tools,
+    maxSteps: 4,
+    keepToolResults: 3,
+    retry: { attempts: 1, baseDelayMs: 1 },
+    signal: new AbortController().signal,
+    checkpoint: emptyCheckpoint(),
+    toolContext: {} as Omit<ToolContext, "toolCallId">,
+    persist: async () => {},
+    ...overrides,
   };
 }

@@ -1,11 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { emptyCheckpoint, runAgentLoop } from "../../src/agent/loop";
+import { runAgentLoop } from "../../src/agent/loop";
 import { resolveModelRef } from "../../src/agent/models";
 import { ANTHROPIC_THINKING_BUDGETS, providerOptionsFor } from "../../src/agent/thinking";
 import { ConfigSchema } from "../../src/config/schema";
-import type { AgentTool, ToolContext } from "../../src/tools/types";
-import { scriptedModel } from "./scripted-model";
+import type { AgentTool } from "../../src/tools/types";
+import { loopInput, scriptedModel } from "./scripted-model";
 
 const config = ConfigSchema.parse({
   models: {
@@ -108,22 +108,7 @@ async function run(
   m: ReturnType<typeof scriptedModel>["model"],
   extra: { providerOptions?: Record<string, Record<string, never>>; maxOutputTokens?: number },
 ) {
-  return runAgentLoop({
-    runId: "r1",
-    model: m,
-    modelRef: "scripted/m",
-    system: "sys",
-    history: [{ id: "u1", role: "user", content: [{ type: "text", text: "hi" }], timestamp: 1 }],
-    tools: [ping],
-    maxSteps: 4,
-    keepToolResults: 3,
-    retry: { attempts: 1, baseDelayMs: 1 },
-    signal: new AbortController().signal,
-    checkpoint: emptyCheckpoint(),
-    toolContext: {} as Omit<ToolContext, "toolCallId">,
-    persist: async () => {},
-    ...extra,
-  });
+  return runAgentLoop(loopInput(m, [ping], extra));
 }
 
 describe("the agent loop's call options", () => {

@@ -6,9 +6,9 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { emptyCheckpoint, type RunCheckpoint, runAgentLoop } from "../../src/agent/loop";
-import type { AgentTool, ToolContext } from "../../src/tools/types";
+import type { AgentTool } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import { scriptedModel } from "./scripted-model";
+import { loopInput, scriptedModel } from "./scripted-model";
 
 function clock(seen: Array<number | undefined>): AgentTool {
   return {
@@ -22,26 +22,8 @@ function clock(seen: Array<number | undefined>): AgentTool {
   };
 }
 
-async function run(
-  model: ReturnType<typeof scriptedModel>["model"],
-  tool: AgentTool,
-  checkpoint: RunCheckpoint,
-) {
-  return runAgentLoop({
-    runId: "r1",
-    model,
-    modelRef: "scripted/m",
-    system: "sys",
-    history: [{ id: "u1", role: "user", content: [{ type: "text", text: "hi" }], timestamp: 1 }],
-    tools: [tool],
-    maxSteps: 4,
-    keepToolResults: 3,
-    retry: { attempts: 1, baseDelayMs: 1 },
-    signal: new AbortController().signal,
-    checkpoint,
-    toolContext: {} as Omit<ToolContext, "toolCallId">,
-    persist: async () => {},
-  });
+function run(model: ReturnType<typeof scriptedModel>["model"], tool: AgentTool, checkpoint: RunCheckpoint) {
+  return runAgentLoop(loopInput(model, [tool], { checkpoint }));
 }
 
 describe("a tool call's time", () => {

@@ -43,6 +43,17 @@ export const BUILT_IN_CATALOG: Readonly<Record<string, ModelLimits>> = Object.fr
 });
 
 /**
+ * Older generations that a bare family name does not pick when a person names a model in a word
+ * (`/new sonnet` is `claude-sonnet-4`, not `claude-3-7-sonnet`; see model-match.ts). Their full
+ * ids still resolve.
+ */
+export const SUPERSEDED: ReadonlySet<string> = new Set([
+  "anthropic/claude-opus-4",
+  "anthropic/claude-3-7-sonnet",
+  "anthropic/claude-3-5-haiku",
+]);
+
+/**
  * The catalog entry for `api/modelId`: exact, else the longest key whose model part followed by
  * `-` starts the id, else `<api>/*`.
  */

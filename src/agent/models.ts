@@ -39,12 +39,13 @@ export interface ResolvedModel {
 
 export class ModelRefError extends Error {}
 
-function providers(config: Config): Record<string, ProviderSpec> {
+/** The providers a config can name: the built-in ones, replaced or joined by `models.providers`. */
+export function providerSpecs(config: Config): Record<string, ProviderSpec> {
   return { ...BUILT_IN, ...config.models.providers };
 }
 
 export function modelChoices(config: Config): string {
-  const names = Object.keys(providers(config)).map((p) => `${p}/<model>`);
+  const names = Object.keys(providerSpecs(config)).map((p) => `${p}/<model>`);
   const aliases = Object.keys(config.models.aliases);
   return `${names.join(", ")}${aliases.length ? `; aliases: ${aliases.join(", ")}` : ""}`;
 }
@@ -69,7 +70,7 @@ export function resolveModelRef(
   const slash = aliased.indexOf("/");
   const provider = (slash > 0 ? aliased.slice(0, slash) : "").toLowerCase();
   const modelId = slash > 0 ? aliased.slice(slash + 1) : "";
-  const spec = own(providers(config), provider);
+  const spec = own(providerSpecs(config), provider);
   if (!spec || !modelId) {
     throw new ModelRefError(`unknown model "${raw}": use one of ${modelChoices(config)}`);
   }

@@ -50,10 +50,24 @@ const SendPolicyRuleSchema = z.strictObject({
   match: z
     .strictObject({
       channel: NonEmpty.optional(),
+      /** OpenClaw's older name of `channel`, read as it. */
+      provider: NonEmpty.optional(),
       chatType: ChatType.optional(),
       keyPrefix: NonEmpty.optional(),
       rawKeyPrefix: NonEmpty.optional(),
     })
+    .superRefine((m, ctx) => {
+      if (m.provider !== undefined && m.channel !== undefined && m.provider !== m.channel) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["provider"],
+          message: `is the older name of \`channel\`; give one of them (got channel "${m.channel}" and provider "${m.provider}")`,
+        });
+      }
+    })
+    .transform(({ provider, ...m }) =>
+      provider !== undefined ? { ...m, channel: m.channel ?? provider } : m,
+    )
     .prefault({}),
 });
 export type SendPolicyRule = z.output<typeof SendPolicyRuleSchema>;
@@ -110,6 +124,11 @@ const SessionFields = z.strictObject({
    * per message instead of two. `false` records it before the ack.
    */
   writeBehind: z.boolean().default(true),
+  /**
+   * OpenClaw's path of its session store file. Accepted so that an OpenClaw config loads, and
+   * ignored: the session index lives in D1 (`status` says so).
+   */
+  store: z.string().optional(),
 });
 
 /**

@@ -20,7 +20,14 @@ async function batchChanges(env: Env, statements: D1PreparedStatement[]): Promis
 
 export type DueSession = Pick<
   typeof schema.sessions.$inferSelect,
-  "key" | "kind" | "channel" | "lastThreadId" | "sessionStartedAt" | "lastInteractionAt"
+  | "key"
+  | "kind"
+  | "chatType"
+  | "channel"
+  | "lastChannel"
+  | "lastThreadId"
+  | "sessionStartedAt"
+  | "lastInteractionAt"
 > & { expiresAt: number };
 
 /** Live sessions whose expiry has passed, oldest expiry first (the partial index `sessions_due`). */
@@ -30,7 +37,9 @@ export async function dueSessions(env: Env, now: number, limit: number): Promise
     .select({
       key: s.key,
       kind: s.kind,
+      chatType: s.chatType,
       channel: s.channel,
+      lastChannel: s.lastChannel,
       lastThreadId: s.lastThreadId,
       sessionStartedAt: s.sessionStartedAt,
       lastInteractionAt: s.lastInteractionAt,

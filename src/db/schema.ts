@@ -250,3 +250,38 @@ export const memories = sqliteTable(
     index("memories_agent_recent").on(t.agentId, t.updatedAt),
   ],
 );
+
+/**
+ * Which session a run id names (see keys/run-id.ts): a run id's first 18 characters are its
+ * session key's prefix, registered when the key's actor first binds, so a run not recorded yet
+ * (a connector's message is recorded behind its ack) is found through its session's actor.
+ */
+export const runPrefixes = sqliteTable(
+  "run_prefixes",
+  {
+    prefix: text("prefix").notNull(),
+    sessionKey: text("session_key").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.prefix, t.sessionKey] })],
+);
+
+/**
+ * Records a session's actor could not write: a deferred record (a connector's message, its
+ * run and entry) that D1 refused on its own again and again. Kept whole, with the cause, for the
+ * operator (`records.dead`), instead of being retried forever.
+ */
+export const deadRecords = sqliteTable(
+  "dead_records",
+  {
+    /** The run id the record was for. */
+    runId: text("run_id").primaryKey(),
+    sessionKey: text("session_key").notNull(),
+    /** D1's last answer. */
+    error: text("error").notNull(),
+    attempts: integer("attempts").notNull(),
+    /** The record as the actor held it (JSON). */
+    body: text("body").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("dead_records_recent").on(t.createdAt, t.runId)],
+);

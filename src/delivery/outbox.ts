@@ -12,7 +12,7 @@
 import type { Config } from "../config/schema";
 import type { DeliveryContext, SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
-import { evaluateSendPolicy } from "../policy/send-policy";
+import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import {
   ATTEMPT_TIMEOUT_MS,
   type DeliveryKind,
@@ -68,7 +68,10 @@ export class DeliveryOutbox {
     const verdict = evaluateSendPolicy(
       {
         key: sessionKey,
-        channel: entry?.channel ?? route.channel,
+        // The channel it goes out on: a direct chat's current one, a group's own (sessionChannel).
+        channel: entry
+          ? (sessionChannel({ ...entry, lastChannel: route.channel }) ?? route.channel)
+          : route.channel,
         chatType,
         thread,
         override: entry?.sendPolicy,

@@ -423,6 +423,17 @@ export function fromToolKey(arg: string, callerAgentId: string, cfg: SessionKeyC
   return canonicalizeSessionKey(arg, cfg, callerAgentId);
 }
 
+/**
+ * The forms a canonical key may be stored under, in the order to look for them: the key itself,
+ * then its lowercase form. A key typed in another case keeps the case of its ids when some
+ * channel is case-sensitive (see `channelLessKeepsCase`), while the session it names was stored
+ * lowercase by a channel that is not (SPEC §2: keys are found in any case).
+ */
+export function storedKeyForms(key: string): string[] {
+  const lower = key.toLowerCase();
+  return lower === key ? [key] : [key, lower];
+}
+
 /** Sub-agent sessions: `agent:<agentId>:subagent:<uuid>`. */
 export function isSubagentKey(key: string): boolean {
   return /^agent:[^:]+:subagent:/.test(key);

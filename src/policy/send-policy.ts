@@ -15,6 +15,21 @@ export interface SendPolicySubject {
 
 type Rule = Config["session"]["sendPolicy"]["rules"][number];
 
+/**
+ * The channel a session talks on now, which channel rules (send policy, `resetByChannel`) judge
+ * it by: a group's or room's own channel; for a direct chat, the channel of its last message
+ * (`lastChannel`), since one person's DM session may move between channels (per-peer keys,
+ * identity links) and was created on whichever came first.
+ */
+export function sessionChannel(entry: {
+  chatType: string | null;
+  channel: string | null;
+  lastChannel: string | null;
+}): string | null {
+  const room = entry.chatType === "group" || entry.chatType === "channel";
+  return room ? (entry.channel ?? entry.lastChannel) : (entry.lastChannel ?? entry.channel);
+}
+
 function stripAgentPrefix(key: string): string {
   const m = /^agent:[^:]+:(.*)$/.exec(key);
   return m?.[1] ?? key;

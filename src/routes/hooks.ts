@@ -21,7 +21,7 @@ import { stableUuid } from "../auth/signature";
 import { loadConfig } from "../config/load";
 import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
-import { getRunByIdempotencyKey, getSession, type SessionRow } from "../db/queries";
+import { getSession, type SessionRow } from "../db/queries";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
 import {
@@ -34,6 +34,7 @@ import {
   normalizeChannel,
   UNKNOWN_KEY,
 } from "../keys/session-key";
+import { priorRunOf } from "../rpc/runs";
 import { entryInitOf, initFromKey } from "../runs/entry-init";
 import type { DeliveryRoute, EnqueueRequest, WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";
@@ -185,7 +186,10 @@ export const hooks = new Hono<{ Bindings: Env }>()
       ? requestedKey(body.sessionKey, agentId, body.agentId !== undefined, config)
       : hookSessionKey(scopedKey ? await stableUuid(`hook-session:${body.idempotencyKey}`) : undefined);
 
-    const prior = scopedKey ? await getRunByIdempotencyKey(c.env, scopedKey) : undefined;
+    const prior =
+      body.idempotencyKey && scopedKey
+        ? await priorRunOf(c.env, { given: body.idempotencyKey, scoped: scopedKey }, sessionKey)
+        : undefined;
     if (prior) {
       const answer = { ok: true as const, runId: prior.runId, sessionKey: prior.sessionKey };
       if (!body.waitForCompletion) return c.json(answer);
@@ -230,7 +234,10 @@ export const hooks = new Hono<{ Bindings: Env }>()
     const sessionKey = agentMainKey(agentId, config.session);
     const entry = await getSession(c.env, sessionKey);
     const scopedKey = body.idempotencyKey ? `wake:${body.idempotencyKey}` : undefined;
-    const prior = scopedKey ? await getRunByIdempotencyKey(c.env, scopedKey) : undefined;
+    const prior =
+      body.idempotencyKey && scopedKey
+        ? await priorRunOf(c.env, { given: body.idempotencyKey, scoped: scopedKey }, sessionKey)
+        : undefined;
     if (prior) return c.json({ ok: true, runId: prior.runId, sessionKey: prior.sessionKey });
     const req: EnqueueRequest = {
       sessionKey,

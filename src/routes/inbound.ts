@@ -5,11 +5,12 @@
  */
 import { Hono } from "hono";
 import { z } from "zod";
-import { SIGNATURE_HEADER, stableUuid, verifySignature } from "../auth/signature";
+import { SIGNATURE_HEADER, verifySignature } from "../auth/signature";
 import { loadConfig } from "../config/load";
 import { ownEntry } from "../config/lookup";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
 import { selectAgentId } from "../keys/agent-binding";
+import { runIdFor } from "../keys/run-id";
 import {
   normalizeAccountId,
   normalizeAgentId,
@@ -147,7 +148,9 @@ export const inbound = new Hono<{ Bindings: Env }>().post("/:channel", async (c)
     throw new ApiError("INVALID_REQUEST", error instanceof Error ? error.message : String(error));
   }
 
-  const runId = await stableUuid(`inbound:${channel}:${accountId}:${msg.messageId}`);
+  // Names its session (keys/run-id.ts): the run is recorded in D1 behind the ack, and a caller
+  // may ask about it at once. The same message is the same run, so a repeat is a duplicate.
+  const runId = await runIdFor(sessionKey, `inbound:${channel}:${accountId}:${msg.messageId}`);
   const now = Date.now();
   const to = msg.chatType === "direct" ? msg.from : (msg.groupId ?? "");
   const label = msg.conversationLabel ?? msg.groupSubject ?? msg.groupChannel ?? msg.senderName;

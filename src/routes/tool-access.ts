@@ -8,10 +8,16 @@
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import type { AgentConfig, Config } from "../config/schema";
-import { getSession, type SessionRow } from "../db/queries";
+import { findSession, getSession, type SessionRow } from "../db/queries";
 import { type ApiError, parseInput } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
-import { agentIdOfKey, fromToolKey, normalizeAgentId, UNKNOWN_KEY } from "../keys/session-key";
+import {
+  agentIdOfKey,
+  fromToolKey,
+  normalizeAgentId,
+  storedKeyForms,
+  UNKNOWN_KEY,
+} from "../keys/session-key";
 import { actorSessions } from "../session/client";
 import { findTool, toolsForSession } from "../tools/registry";
 import { type AgentTool, isToolFailure, type ToolContext } from "../tools/types";
@@ -85,6 +91,9 @@ export async function resolveActingSession(
     invalid(`\`sessionKey\`: ${error instanceof Error ? error.message : error}`);
   }
   if (sessionKey === UNKNOWN_KEY) invalid(`\`sessionKey\` ${key} is reserved`);
+  // A key typed in another case than its session is stored in acts as that session (SPEC §2).
+  const forms = storedKeyForms(sessionKey);
+  if (forms.length > 1) sessionKey = (await findSession(env, forms))?.key ?? sessionKey;
   // A key naming its agent needs no read; the others (cron, hook, node keys) are owned by the
   // agent their stored entry names. Tools read the entry themselves when they need it.
   const keyAgent = agentIdOfKey(sessionKey);

@@ -5,8 +5,10 @@
  */
 import { z } from "zod";
 import type { ConfigError } from "../config/load";
+import { ignoredSettings } from "../config/notices";
 import { listJobs } from "../cron/jobs";
 import { readTaskRuns } from "../db/maintenance";
+import { countDeadRecords } from "../db/queries";
 import { defaultAgentId } from "../keys/agent-binding";
 import { VERSION } from "../version";
 import { type Method, method } from "./method";
@@ -25,11 +27,16 @@ export function invalidConfigStatus(error: ConfigError) {
 export const GATEWAY_METHODS: Record<string, Method> = {
   status: method(StatusParams, async (_p, { config, env }) => {
     const now = Date.now();
-    const [tasks, jobs] = await Promise.all([readTaskRuns(env), listJobs(env, config, now)]);
+    const [tasks, jobs, deadRecords] = await Promise.all([
+      readTaskRuns(env),
+      listJobs(env, config, now),
+      countDeadRecords(env),
+    ]);
+    const ignored = ignoredSettings(config);
     return {
       version: VERSION,
       now,
-      config: { valid: true },
+      config: { valid: true, ...(ignored.length ? { ignored } : {}) },
       defaultAgentId: defaultAgentId(config.agents.list),
       defaultModel: config.agents.defaults.model,
       agents: config.agents.list.map((a) => a.id),
@@ -39,6 +46,8 @@ export const GATEWAY_METHODS: Record<string, Method> = {
         secretSet: typeof (env as unknown as Record<string, unknown>)[c.secretEnv] === "string",
       })),
       queue: config.session.queue,
+      // Deferred records D1 refused again and again; `records.dead` lists them.
+      deadRecords,
       // What each scheduled task did on its last run, and on the last run that changed something.
       maintenance: Object.fromEntries(
         tasks.map((t) => [t.task, { lastRun: t.lastRun, ...(t.lastWork ? { lastWork: t.lastWork } : {}) }]),

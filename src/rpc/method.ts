@@ -5,9 +5,10 @@
  */
 import { z } from "zod";
 import type { Config } from "../config/schema";
-import { getSession, type SessionRow } from "../db/queries";
+import { findSession, type SessionRow } from "../db/queries";
 import { ApiError } from "../http/errors";
-import { canonicalizeSessionKey } from "../keys/session-key";
+import { defaultAgentId } from "../keys/agent-binding";
+import { canonicalizeSessionKey, storedKeyForms } from "../keys/session-key";
 
 export interface RpcContext {
   env: Env;
@@ -25,16 +26,21 @@ export function method<S extends z.ZodType>(
 
 export const Key = z.string().trim().min(1).max(512);
 
+/**
+ * A key argument, canonical. The operator acts for the default agent: `main` (and a legacy key
+ * without an agent) means its sessions (SPEC §2).
+ */
 export function canonicalKey(raw: string, config: Config): string {
   try {
-    return canonicalizeSessionKey(raw, config.session);
+    return canonicalizeSessionKey(raw, config.session, defaultAgentId(config.agents.list));
   } catch (error) {
     throw new ApiError("INVALID_REQUEST", `\`key\`: ${error instanceof Error ? error.message : error}`);
   }
 }
 
+/** The stored session a key argument names, in any case (`storedKeyForms`), or a 404. */
 export async function requireSession(env: Env, config: Config, raw: string): Promise<SessionRow> {
-  const row = await getSession(env, canonicalKey(raw, config));
+  const row = await findSession(env, storedKeyForms(canonicalKey(raw, config)));
   if (!row) throw new ApiError("NOT_FOUND", `session not found: ${raw}`);
   return row;
 }

@@ -6,23 +6,33 @@
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
 import {
+  findSession,
   getDelivery,
   getRun,
   getRunByIdempotencyKey,
   getSession,
+  keysOfRunPrefix,
+  listDeadRecords,
   listDeliveries,
   listRuns,
+  type RunRow,
   type SessionRow,
 } from "../db/queries";
 import { payloadOf } from "../delivery/outbox";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
-import { agentMainKey, chatTypeOfKey, isReservedKey, normalizeAgentId } from "../keys/session-key";
-import { evaluateSendPolicy } from "../policy/send-policy";
+import { runIdPrefix } from "../keys/run-id";
+import {
+  agentMainKey,
+  chatTypeOfKey,
+  isReservedKey,
+  normalizeAgentId,
+  storedKeyForms,
+} from "../keys/session-key";
+import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import { entryInitOf, initFromKey } from "../runs/entry-init";
 import { type EnqueueRequest, type EntryInit, TERMINAL, type WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";
-import { RECORDS_DELAY_MS } from "../session/records";
 import { decodeCursor, encodeCursor } from "../views/session";
 import { clampInt } from "../views/session-page";
 import {
@@ -49,6 +59,26 @@ export interface OperatorMessage {
 }
 
 /**
+ * The run an idempotency key already names (SPEC §5: the same key from the same caller is the
+ * same run), when it was used for this same session. A key used for another session is a 409
+ * naming it: answering with the other session's run would drop this message without a word.
+ */
+export async function priorRunOf(
+  env: Env,
+  idempotencyKey: { given: string; scoped: string },
+  sessionKey: string,
+): Promise<RunRow | undefined> {
+  const prior = await getRunByIdempotencyKey(env, idempotencyKey.scoped);
+  if (prior && prior.sessionKey !== sessionKey) {
+    throw new ApiError(
+      "CONFLICT",
+      `\`idempotencyKey\` "${idempotencyKey.given}" was already used for session ${prior.sessionKey} (run ${prior.runId}); use a new key for a message to ${sessionKey}`,
+    );
+  }
+  return prior;
+}
+
+/**
  * Queues an operator's message as an ordinary run of the session `key` (trigger `rpc`), under
  * send policy when it is to be delivered. An idempotency key already used on the same surface
  * returns that earlier run instead.
@@ -65,8 +95,8 @@ export async function enqueueOperatorRun(
   // `rpc:<key>` / `openai:<key>` next to the hooks' `hook:<key>` and `wake:<key>`, so no other
   // surface's key can name an operator run, nor an operator key another surface's run.
   const scopedKey = opts.idempotencyKey ? `${surface}:${opts.idempotencyKey}` : undefined;
-  if (scopedKey) {
-    const prior = await getRunByIdempotencyKey(env, scopedKey);
+  if (opts.idempotencyKey && scopedKey) {
+    const prior = await priorRunOf(env, { given: opts.idempotencyKey, scoped: scopedKey }, key);
     if (prior)
       return {
         runId: prior.runId,
@@ -85,7 +115,7 @@ export async function enqueueOperatorRun(
     }
     const { chatType, thread } = chatTypeOfKey(key, !!entry.lastThreadId);
     const verdict = evaluateSendPolicy(
-      { key, channel: entry.channel, chatType, thread, override: entry.sendPolicy },
+      { key, channel: sessionChannel(entry), chatType, thread, override: entry.sendPolicy },
       config.session.sendPolicy,
     );
     if (verdict === "deny") throw new ApiError("FORBIDDEN", "send blocked by session policy");
@@ -112,33 +142,44 @@ export async function enqueueOperatorRun(
 }
 
 /**
- * How long a wait looks for a run D1 does not show yet: a connector's message is recorded up
- * to RECORDS_DELAY_MS after its ack (session/records.ts), later when the actor is busy.
+ * The sessions a run id that D1 does not show yet may belong to: a connector's message is
+ * acknowledged before its run is recorded (session/records.ts), and its run id names its
+ * session (keys/run-id.ts). Usually one key; none for an id nobody handed out.
  */
-const RECORD_LAG_MS = 3 * RECORDS_DELAY_MS;
-const RECORD_POLL_MS = 100;
+function sessionsOfRunId(env: Env, runId: string): Promise<string[]> {
+  return keysOfRunPrefix(env, runIdPrefix(runId));
+}
 
-/** The run's D1 row, looked for again until `withinMs` has passed. */
-async function recordedRun(env: Env, runId: string, withinMs: number) {
-  const deadline = Date.now() + withinMs;
-  for (;;) {
-    const run = await getRun(env, runId);
-    if (run || Date.now() >= deadline) return run;
-    await new Promise((resolve) => setTimeout(resolve, RECORD_POLL_MS));
+/**
+ * A run's D1 row. A run its session's actor holds but D1 does not show yet is written first
+ * (the actor writes its journal), so a run id is readable as soon as it was handed out.
+ */
+export async function readRun(env: Env, runId: string): Promise<RunRow | undefined> {
+  const run = await getRun(env, runId);
+  if (run) return run;
+  for (const key of await sessionsOfRunId(env, runId)) {
+    const held = await actorFor(env, key).recordRun(key, runId);
+    if (held === "unknown") continue;
+    if (held === "unwritten") {
+      throw new ApiError(
+        "UNAVAILABLE",
+        `run ${runId} is not recorded yet (D1 refused its record); try again`,
+      );
+    }
+    return getRun(env, runId);
   }
+  return undefined;
 }
 
 /**
  * Waits server-side for a run to end (at most `timeoutMs`): an ended run answers from its D1
- * row, a queued or running one from its session's actor. A run not recorded yet is looked for
- * for up to RECORD_LAG_MS of the wait. Status `timeout` means the wait ended first
- * (`runStatus` says where the run is). Includes the reply when there is one.
+ * row, a queued or running one from its session's actor, also before D1 shows it. Status
+ * `timeout` means the wait ended first (`runStatus` says where the run is). Includes the reply
+ * when there is one.
  */
 export async function waitForOperatorRun(env: Env, runId: string, timeoutMs: number): Promise<WaitResult> {
-  const started = Date.now();
-  const run = await recordedRun(env, runId, Math.min(timeoutMs, RECORD_LAG_MS));
-  if (!run) throw new ApiError("NOT_FOUND", `run not found: ${runId}`);
-  if (TERMINAL.has(run.status)) {
+  const run = await getRun(env, runId);
+  if (run && TERMINAL.has(run.status)) {
     const r: WaitResult = {
       runId: run.runId,
       status: run.status === "timeout" ? "timeout" : (run.status as WaitResult["status"]),
@@ -150,10 +191,12 @@ export async function waitForOperatorRun(env: Env, runId: string, timeoutMs: num
     if (run.reply !== null) r.reply = run.reply;
     return r;
   }
-  const left = Math.max(0, timeoutMs - (Date.now() - started));
-  const result = await actorFor(env, run.sessionKey).waitForRun(run.sessionKey, run.runId, left);
-  if ("ok" in result) throw actorError(result);
-  return result;
+  for (const key of run ? [run.sessionKey] : await sessionsOfRunId(env, runId)) {
+    const result = await actorFor(env, key).waitForRun(key, runId, timeoutMs);
+    if (!("ok" in result)) return result;
+    if (result.code !== "NOT_FOUND") throw actorError(result);
+  }
+  throw new ApiError("NOT_FOUND", `run not found: ${runId}`);
 }
 
 /**
@@ -214,8 +257,13 @@ export const RUN_METHODS: Record<string, Method> = {
     async (p, ctx) => {
       const { config } = ctx;
       let key: string;
-      if (p.sessionKey) key = canonicalKey(p.sessionKey, config);
-      else {
+      let existing: SessionRow | undefined;
+      if (p.sessionKey) {
+        key = canonicalKey(p.sessionKey, config);
+        // A session stored under another case of the key is that session (storedKeyForms).
+        existing = await findSession(ctx.env, storedKeyForms(key));
+        if (existing) key = existing.key;
+      } else {
         const agentId = normalizeAgentId(p.agentId ?? defaultAgentId(config.agents.list));
         const ids = config.agents.list.map((a) => a.id);
         if (ids.length && !ids.includes(agentId)) {
@@ -232,6 +280,7 @@ export const RUN_METHODS: Record<string, Method> = {
         deliver: p.deliver ?? false,
         idempotencyKey: p.idempotencyKey,
         timeoutSeconds: p.timeoutSeconds,
+        existing,
       });
     },
   ),
@@ -249,7 +298,7 @@ export const RUN_METHODS: Record<string, Method> = {
   ),
 
   "runs.get": method(z.strictObject({ runId: Key }), async (p, { env }) => {
-    const run = await getRun(env, p.runId);
+    const run = await readRun(env, p.runId);
     if (!run) throw new ApiError("NOT_FOUND", `run not found: ${p.runId}`);
     return withoutNulls(run);
   }),
@@ -299,6 +348,21 @@ export const RUN_METHODS: Record<string, Method> = {
         (d) => d.deliveryId,
       );
       return { deliveries: page.rows, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
+    },
+  ),
+
+  "records.dead": method(
+    z.strictObject({ limit: z.number().optional(), cursor: z.string().min(1).optional() }),
+    async (p, { env }) => {
+      // Deferred records D1 refused again and again (session/records.ts), newest first.
+      const page = await newestFirst(
+        "records.dead",
+        p,
+        (limit, after) =>
+          listDeadRecords(env, { limit, cursor: after && { createdAt: after.createdAt, runId: after.id } }),
+        (d) => d.runId,
+      );
+      return { records: page.rows, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
     },
   ),
 

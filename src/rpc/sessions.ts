@@ -6,9 +6,9 @@ import { z } from "zod";
 import { resolveModelRef } from "../agent/models";
 import type { Config } from "../config/schema";
 import { sessionWithHistoryPage } from "../db/messages";
-import { getSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
+import { findSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
 import { ApiError, actorError } from "../http/errors";
-import { agentIdOfKey, agentMainKey, normalizeAgentId } from "../keys/session-key";
+import { agentIdOfKey, agentMainKey, normalizeAgentId, storedKeyForms } from "../keys/session-key";
 import { entryInitOf } from "../runs/entry-init";
 import type { ActorError } from "../runs/types";
 import { actorFor, isActorError } from "../session/client";
@@ -79,7 +79,7 @@ export const SESSION_METHODS: Record<string, Method> = {
       }),
     async (p, { env, config }) => {
       let row: SessionRow | undefined;
-      if (p.key) row = await getSession(env, canonicalKey(p.key, config));
+      if (p.key) row = await findSession(env, storedKeyForms(canonicalKey(p.key, config)));
       else if (p.sessionId) row = await getSessionBySessionId(env, p.sessionId);
       else if (p.label) {
         const rows = await getSessionByLabel(
@@ -184,14 +184,17 @@ export const SESSION_METHODS: Record<string, Method> = {
       includeTools: z.boolean().optional(),
     }),
     async (p, { env, config }) => {
-      // The session and its page in one D1 round trip.
-      const { row, page } = await sessionWithHistoryPage(env, canonicalKey(p.sessionKey, config), {
-        limit: p.limit ?? 200,
-        before: p.before,
-        includeTools: p.includeTools ?? true,
-      });
-      if (!row) throw new ApiError("NOT_FOUND", `session not found: ${p.sessionKey}`);
-      return { sessionKey: row.key, sessionId: row.sessionId, ...page };
+      // The session and its page in one D1 round trip (a second one for a key typed in
+      // another case than it is stored in: storedKeyForms).
+      for (const key of storedKeyForms(canonicalKey(p.sessionKey, config))) {
+        const { row, page } = await sessionWithHistoryPage(env, key, {
+          limit: p.limit ?? 200,
+          before: p.before,
+          includeTools: p.includeTools ?? true,
+        });
+        if (row) return { sessionKey: row.key, sessionId: row.sessionId, ...page };
+      }
+      throw new ApiError("NOT_FOUND", `session not found: ${p.sessionKey}`);
     },
   ),
 };

@@ -13,7 +13,7 @@ import { ContextStore } from "./context-store";
 import { RecordsJournal } from "./records-journal";
 import { RunQueue } from "./run-queue";
 
-const SCHEMA_VERSION = 4;
+const SCHEMA_VERSION = 5;
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
 const SWEEP_INTERVAL_MS = 3_600_000;
@@ -40,6 +40,7 @@ export class ActorStore {
     if (version < 2) sql.exec(ContextStore.DDL);
     if (version < 3) for (const ddl of RunQueue.DDL_V3) sql.exec(ddl);
     if (version < 4) sql.exec(RecordsJournal.DDL);
+    if (version < 5) sql.exec(RecordsJournal.DDL_V5);
     if (version < SCHEMA_VERSION) this.kvSet("schema_version", String(SCHEMA_VERSION));
   }
 

@@ -77,7 +77,9 @@ export class SessionActor extends DurableObject<Env> {
   private readonly waiters = new RunWaiters();
   private readonly live: LiveRun = { waitingOn: new Map() };
   private readonly parts: ActorContext;
-  private woken = false;
+  /** This instance's first contact (see `wake`), shared by every call until it is done. */
+  private waking: Promise<void> | undefined;
+  private awake = false;
   /** The alarm this instance set and has not seen fire: a time, none (null), or unknown. */
   private alarmAt: number | null | undefined;
   /** The steps (see `step`) queued on this instance, in order: they never overlap. */
@@ -130,36 +132,54 @@ export class SessionActor extends DurableObject<Env> {
   }
 
   /**
-   * Learns this actor's key on first contact and loads the entry from D1 if this actor has
-   * never held it (e.g. the entry was written before the actor existed). Safe to repeat.
+   * Learns this actor's key on first contact: registers the key's run-id prefix (so a run id it
+   * hands out is found before D1 records the run) and loads the entry from D1 if this actor has
+   * never held it (e.g. the entry was written before the actor existed). Safe to repeat. Every
+   * call first waits for this instance's wake, so nothing is admitted before the records a
+   * previous instance left are written.
    */
   private async bind(sessionKey: string): Promise<void> {
-    const known = this.store.kvGet("key");
-    if (!this.woken) {
-      // First contact since this instance started (after an eviction or a restart): make
-      // sure leftover work has an alarm, in case the previous one was lost with the process.
-      this.woken = true;
-      if (known && !this.live.current && (await this.ctx.storage.getAlarm()) === null)
-        await this.scheduleAlarm();
-      // Records a previous instance deferred and did not write.
-      await this.records
-        .flushLeftover()
-        .catch((error) => console.error(`deferred records not written: ${error}`));
+    if (!this.awake) {
+      this.waking ??= this.wake().then(
+        () => {
+          this.awake = true;
+        },
+        (error) => {
+          this.waking = undefined;
+          throw error;
+        },
+      );
+      await this.waking;
     }
-    if (known === sessionKey && this.store.kvGet("entry_loaded")) return;
+    const known = this.store.kvGet("key");
+    if (known === sessionKey && this.store.kvGet("bound")) return;
     if (known && known !== sessionKey) throw new Error(`actor for ${known} was addressed as ${sessionKey}`);
     await this.ctx.blockConcurrencyWhile(async () => {
-      if (this.store.kvGet("entry_loaded")) return;
-      const row = await this.records.loadEntry(sessionKey);
+      if (this.store.kvGet("bound")) return;
+      const row = await this.records.keyBound(sessionKey);
       this.store.kvSet("key", sessionKey);
-      if (row && !this.store.entry()) {
+      // `entry_loaded`: an actor of an earlier version that has loaded its entry already.
+      if (row && !this.store.kvGet("entry_loaded") && !this.store.entry()) {
         this.store.saveEntry(row);
         // Written before this actor existed (seeded, imported, or this actor's storage was
         // lost): its transcript may hold context the next turn must load.
         this.store.markHistory(row.sessionId);
       }
-      this.store.kvSet("entry_loaded", "1");
+      this.store.kvSet("bound", "1");
     });
+  }
+
+  /**
+   * First contact since this instance started (after an eviction or a restart): leftover work
+   * gets an alarm, in case the previous one was lost with the process, and the records a
+   * previous instance deferred are written.
+   */
+  private async wake(): Promise<void> {
+    if (this.store.kvGet("key") && !this.live.current && (await this.ctx.storage.getAlarm()) === null)
+      await this.scheduleAlarm();
+    await this.records
+      .flushLeftover()
+      .catch((error) => console.error(`deferred records not written: ${error}`));
   }
 
   /**
@@ -230,6 +250,19 @@ export class SessionActor extends DurableObject<Env> {
     const result: WaitResult = { runId, status: "timeout", runStatus: still?.state ?? "queued" };
     if (progress) result.startedAt = progress.startedAt;
     return result;
+  }
+
+  /**
+   * Whether this session holds the run `runId` (queued, running or ended here), its records
+   * written to D1 first: `recorded` (D1 shows it now), `unwritten` (D1 refused its records for
+   * now; the journal's timer retries), `unknown` (not a run of this session).
+   */
+  async recordRun(sessionKey: string, runId: string): Promise<"recorded" | "unwritten" | "unknown"> {
+    await this.bind(sessionKey);
+    const held =
+      !!this.store.accepted(runId) || !!this.queue.byRunId(runId) || !!this.store.finishedOutcome(runId);
+    if (!held) return "unknown";
+    return (await this.records.journalWritten()) ? "recorded" : "unwritten";
   }
 
   /** Aborts the running run; with `clearQueue`, also drops every waiting run. Returns the count. */

@@ -51,6 +51,32 @@ export function duplicateOf(a: ActorContext, runId: string): EnqueueResult | und
   return seen ? { ...seen, status: "duplicate" } : undefined;
 }
 
+/**
+ * The entry as a request finds it, in SPEC §4's order: created on first contact, the request's
+ * route and origin recorded, then renewed (a new sessionId) when its reset policy has closed it,
+ * judged on the channel it talks on now, or when the request asks for a fresh session. Commands
+ * and runs alike. Pure over the stored entry; the caller stores the result.
+ */
+export function entryForRequest(
+  a: Pick<ActorContext, "store" | "config">,
+  req: EnqueueRequest,
+  now: number,
+): { entry: SessionRow; created: boolean; reset: boolean } {
+  const stored = a.store.entry();
+  if (!stored) {
+    const entry = applyRoute(newSessionRow(req.sessionKey, req.init, now, crypto.randomUUID()), req);
+    return { entry, created: true, reset: false };
+  }
+  const entry = applyRoute(stored, req);
+  // A stale session is closed: whatever reaches it next (a person, a job, a hook, another
+  // session) starts a new sessionId, as does an isolated job's run. Only a person's message
+  // refreshes idle freshness (the caller's part).
+  if (req.freshSession || isStale(entry, a.config, now, req.userInteraction ? req.hasThread : undefined)) {
+    return { entry: resetEntry(entry, now), created: false, reset: true };
+  }
+  return { entry, created: false, reset: false };
+}
+
 export async function admit(a: ActorContext, req: EnqueueRequest): Promise<EnqueueResult> {
   const config = a.config;
   const now = Date.now();
@@ -59,22 +85,10 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   const duplicate = duplicateOf(a, req.runId);
   if (duplicate) return duplicate;
 
-  let entry = a.store.entry();
-  let created = false;
-  let resetHappened = false;
-  if (!entry) {
-    entry = newSessionRow(req.sessionKey, req.init, now, crypto.randomUUID());
-    created = true;
-  } else if (
-    req.freshSession ||
-    isStale(entry, config, now, req.userInteraction ? req.hasThread : undefined)
-  ) {
-    // A stale session is closed: whatever reaches it next (a person, a job, a hook, another
-    // session) starts a new sessionId, as does an isolated job's run. Only a person's message
-    // refreshes idle freshness below.
-    entry = resetEntry(entry, now);
-    resetHappened = true;
-  }
+  const found = entryForRequest(a, req, now);
+  let entry = found.entry;
+  const created = found.created;
+  let resetHappened = found.reset;
 
   // Inputs are cut to what one transcript message holds before they are queued.
   let inputs = req.inputs.map((i) =>
@@ -98,7 +112,6 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     }
   }
 
-  entry = applyRoute(entry, req);
   entry.updatedAt = now;
   if (req.userInteraction) entry.lastInteractionAt = now;
   entry.expiresAt = entryExpiry(entry, config);

@@ -20,10 +20,10 @@ import type { EnqueueRequest, EnqueueResult } from "../runs/types";
 import { VERSION } from "../version";
 import { statusCard, statusCardText } from "../views/status-card";
 import type { ActorContext } from "./actor-context";
-import { admit, duplicateOf } from "./admission";
+import { admit, duplicateOf, entryForRequest } from "./admission";
 import { actorFor } from "./client";
 import { contextReportText, gatherContextReport } from "./context-report";
-import { isStale } from "./entry";
+import { entryExpiry, isStale } from "./entry";
 import { type Outgoing, queueDelivery } from "./outbound";
 
 const SEND_MODES = { on: "allow", off: "deny", inherit: null } as const;
@@ -85,22 +85,30 @@ export async function runCommand(
   if (command.name === "compact") return compactCommand(a, req, command.instructions);
   const duplicate = duplicateOf(a, req.runId);
   if (duplicate) return duplicate;
-  const entry = a.store.entry();
+  // SPEC §4's order holds for commands too: the entry exists, with the route recorded and its
+  // freshness applied, before the command acts on it (`/send off` as a first message sticks).
+  const now = Date.now();
+  const { entry, created, reset } = entryForRequest(a, req, now);
+  entry.updatedAt = now;
+  entry.expiresAt = entryExpiry(entry, a.config);
+  a.store.saveEntry(entry);
   const result = {
     ok: true as const,
     runId: req.runId,
     sessionKey: req.sessionKey,
-    sessionId: entry?.sessionId ?? "",
+    sessionId: entry.sessionId,
     status: "command" as const,
   };
-  a.store.recordAccepted(req.runId, result, Date.now());
+  a.store.recordAccepted(req.runId, result, now);
+  if (created || reset) await a.records.sessionStarted(entry, now);
+  else await a.records.entryPatched(entry);
   let answer: Answer;
   switch (command.name) {
     case "stop":
       answer = { text: await stop(a, req), policyOf: [entry] };
       break;
     case "status":
-      answer = { text: status(a, req, entry), policyOf: [entry] };
+      answer = { text: status(a, entry), policyOf: [entry] };
       break;
     case "send":
       answer = await send(a, req, entry, command.mode);
@@ -111,8 +119,7 @@ export async function runCommand(
   }
   // The notice answers the chat the command came from; an operator message without delivery gets none.
   const route =
-    req.route ??
-    (req.deliver ? ((entry?.deliveryContext as DeliveryContext | null) ?? undefined) : undefined);
+    req.route ?? (req.deliver ? ((entry.deliveryContext as DeliveryContext | null) ?? undefined) : undefined);
   if (route) await postNotice(a, `${req.runId}:notice`, answer, route, req.sessionKey);
   return result;
 }
@@ -148,8 +155,7 @@ async function stop(a: ActorContext, req: EnqueueRequest): Promise<string> {
 }
 
 /** `/status`: the status card of this session. */
-function status(a: ActorContext, req: EnqueueRequest, entry: SessionRow | undefined): string {
-  if (!entry) return `Switchboard ${VERSION} · reachable\nSession: ${req.sessionKey} (no messages yet)`;
+function status(a: ActorContext, entry: SessionRow): string {
   const rows = a.queue.rows();
   const queue = { waiting: rows.filter((r) => r.state === "queued").length, running: !!a.live.current };
   const card = statusCard(entry, entry.key, queue, a.config);
@@ -184,11 +190,10 @@ async function compactCommand(
 /** `/context list|detail`: what the next model call carries, with token estimates. */
 async function context(
   a: ActorContext,
-  entry: SessionRow | undefined,
+  entry: SessionRow,
   view: "list" | "detail" | undefined,
 ): Promise<string> {
   if (view === undefined) return "Usage: /context [list|detail]";
-  if (!entry) return "This session has no messages yet; its context is only the system prompt and tools.";
   return contextReportText(await gatherContextReport(a, entry), view === "detail");
 }
 
@@ -196,7 +201,7 @@ async function context(
 async function send(
   a: ActorContext,
   req: EnqueueRequest,
-  entry: SessionRow | undefined,
+  entry: SessionRow,
   mode: SendMode | undefined,
 ): Promise<Answer> {
   if (mode === undefined) return { text: "Usage: /send on|off|inherit", policyOf: [entry] };
@@ -207,7 +212,6 @@ async function send(
       policyOf: [entry],
     };
   }
-  if (!entry) return { text: "This session has no messages yet; nothing to change.", policyOf: [] };
   const sendPolicy = SEND_MODES[mode];
   const updatedAt = Date.now();
   const next: SessionRow = { ...entry, sendPolicy, updatedAt };

@@ -7,6 +7,7 @@
 import type { Config } from "../config/schema";
 import type { DeliveryContext, Origin, SessionRow } from "../db/queries";
 import { chatTypeOfKey, isSubagentKey } from "../keys/session-key";
+import { sessionChannel } from "../policy/send-policy";
 import type { EnqueueRequest, EntryInit } from "../runs/types";
 import { evaluateFreshness, type ResetPolicy, resolveResetPolicy, sessionExpiry } from "./freshness";
 
@@ -81,7 +82,14 @@ export function resetEntry(
 
 export type ExpiryFields = Pick<
   SessionRow,
-  "key" | "kind" | "channel" | "lastThreadId" | "sessionStartedAt" | "lastInteractionAt"
+  | "key"
+  | "kind"
+  | "chatType"
+  | "channel"
+  | "lastChannel"
+  | "lastThreadId"
+  | "sessionStartedAt"
+  | "lastInteractionAt"
 >;
 
 /** The reset policy of the entry, or undefined for kinds that time never resets. */
@@ -89,7 +97,7 @@ function policyOf(entry: ExpiryFields, config: Config, inThread: boolean): Reset
   // Cron, hook and sub-agent sessions are not reset by time (isolated jobs get a new sessionId per run).
   if (entry.kind === "cron" || entry.kind === "hook" || isSubagentKey(entry.key)) return undefined;
   const { chatType, thread } = chatTypeOfKey(entry.key, inThread);
-  return resolveResetPolicy(config.session, entry.channel, chatType, thread);
+  return resolveResetPolicy(config.session, sessionChannel(entry), chatType, thread);
 }
 
 /** When the entry's reset policy makes it stale (SPEC §10), or null when it never does. */

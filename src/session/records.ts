@@ -15,8 +15,9 @@
 
 import { appendMessageStatements, turnContextRows } from "../db/messages";
 import {
+  bindSessionKey,
   deleteSessionRows,
-  getSession,
+  insertDeadRecordStatement,
   insertDeliveryStatement,
   insertRunStatement,
   listSessions,
@@ -33,12 +34,18 @@ import {
 import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";
+import { runIdPrefixOfKey } from "../keys/run-id";
 import type { TranscriptMessage } from "../transcript/message";
 import { closedAt } from "./entry";
-import type { RecordsJournal } from "./records-journal";
+import type { JournalRow, RecordsJournal } from "./records-journal";
 
 /** The longest a deferred record waits for another write to carry it before it is written alone. */
 export const RECORDS_DELAY_MS = 1_000;
+/**
+ * How often D1 may refuse one deferred record written alone before it is dead-lettered
+ * (`dead_records`, the operator's `records.dead`): with the timer's backoff, about 3 minutes.
+ */
+export const RECORD_MAX_ATTEMPTS = 8;
 /** The longest the timer waits between attempts while D1 refuses the journal. */
 const RECORDS_RETRY_MAX_MS = 60_000;
 /** Journal rows one write carries at most (a backlog is carried over the next writes). */
@@ -49,8 +56,11 @@ export type RunEnd = Partial<Omit<RunRecord, "runId">>;
 export type DeliveryRecord = typeof deliveries.$inferInsert;
 
 export interface ActorRecords {
-  /** The stored entry of a key (an actor learning its key loads what was written before it existed). */
-  loadEntry(key: string): Promise<SessionRow | undefined>;
+  /**
+   * An actor learned its key: the key's run-id prefix is registered (keys/run-id.ts) and the
+   * entry stored before the actor existed is loaded, in one round trip.
+   */
+  keyBound(key: string): Promise<SessionRow | undefined>;
   /** A transcript's latest compaction entry and at most `limit` messages after it (see turnContextRows). */
   turnContext(
     sessionId: string,
@@ -98,6 +108,9 @@ export interface ActorRecords {
   /** A settled delivery was queued again: pending, with a fresh round of attempts (its last error kept). */
   deliveryRequeued(payload: DeliveryPayload, at: number): Promise<void>;
 
+  /** Writes the journal now; whether it is empty afterwards (false: D1 refused a row, the timer retries). */
+  journalWritten(): Promise<boolean>;
+
   /**
    * Writes what a previous instance of the actor left in the journal (this instance's own
    * deferred records ride on its next write or their timer). Once per instance.
@@ -110,6 +123,11 @@ interface Accepted {
   run: RunRecord;
   starting?: TranscriptMessage[];
   inbound?: { channel: string; accountId: string; messageId: string };
+}
+
+/** A journal row's record. */
+function parsedRow(row: JournalRow): Accepted {
+  return JSON.parse(row.body) as Accepted;
 }
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
@@ -173,16 +191,18 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
   let retryMs = RECORDS_DELAY_MS;
 
   /** Journal rows, as statements: only the newest carried row writes the entry. */
-  function journalStatements(e: Env, rows: readonly { body: string }[]): D1PreparedStatement[] {
+  function journalStatements(e: Env, rows: readonly JournalRow[]): D1PreparedStatement[] {
     return rows.flatMap((row, i) =>
-      acceptStatements(e, JSON.parse(row.body) as Accepted, i === rows.length - 1 ? "unless-newer" : "skip"),
+      acceptStatements(e, parsedRow(row), i === rows.length - 1 ? "unless-newer" : "skip"),
     );
   }
 
   /**
    * One D1 batch: the journal's rows first (so D1 sees them before anything later), then
-   * `statements`. When the batch carrying the journal fails, `statements` go alone, so a row
-   * D1 refuses never holds up the actor's other records (the journal is tried again later).
+   * `statements`. When the batch carrying the journal fails, the journal's rows are written
+   * alone first (what D1 takes of them lands before `statements`: see `isolate`), then
+   * `statements`, so a row D1 refuses never holds up the actor's other records (it stays in
+   * the journal, and the timer tries it again).
    */
   async function write(statements: D1PreparedStatement[]): Promise<void> {
     while (carrying) await carrying.catch(() => {});
@@ -197,14 +217,70 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     carrying = done;
     try {
       await done;
+      return;
     } catch (error) {
-      if (statements.length === 0) throw error;
-      console.error(`a batch carrying deferred records failed; writing without them: ${error}`);
-      schedule();
-      await writeBatch(e, statements);
+      console.error(`a batch carrying deferred records failed; writing them one by one: ${error}`);
+      carrying = isolate(e);
+      await carrying;
     } finally {
-      if (carrying === done) carrying = undefined;
+      carrying = undefined;
     }
+    if (journal.all().length) schedule();
+    await writeBatch(e, statements);
+  }
+
+  /**
+   * The journal's rows written one at a time; a row D1 refuses is written statement by
+   * statement, so what D1 takes of it lands now and in order (a later update of its run finds
+   * the run), and the row stays for what was refused. A row refused RECORD_MAX_ATTEMPTS times
+   * is dead-lettered (`dead_records`, with D1's answers), unless D1 refuses the dead letter
+   * too: then D1 is down, not the row, and the row waits. Stops at a row D1 refuses whole.
+   */
+  async function isolate(e: Env): Promise<void> {
+    for (const row of journal.all().slice(0, CARRY_MAX)) {
+      const statements = acceptStatements(e, parsedRow(row), "unless-newer");
+      const refused: string[] = [];
+      try {
+        await writeBatch(e, statements);
+      } catch {
+        for (const statement of statements) {
+          await writeBatch(e, [statement]).catch((error) => refused.push(String(error)));
+        }
+      }
+      if (refused.length === 0) {
+        journal.remove(row.id);
+        continue;
+      }
+      if (
+        journal.refused(row.id) >= RECORD_MAX_ATTEMPTS &&
+        (await deadLetter(e, row, refused, statements.length))
+      )
+        journal.remove(row.id);
+      // Every statement refused: D1 is not answering; the next rows would fare no better.
+      if (refused.length === statements.length) return;
+    }
+  }
+
+  /** Keeps a row D1 keeps refusing in `dead_records`; false when D1 refuses that too. */
+  async function deadLetter(e: Env, row: JournalRow, refused: string[], of: number): Promise<boolean> {
+    const accepted = parsedRow(row);
+    const error = `${refused.length} of ${of} statements refused: ${refused.join("; ")}`;
+    try {
+      await writeBatch(e, [
+        insertDeadRecordStatement(e, {
+          runId: accepted.run.runId,
+          sessionKey: accepted.entry.key,
+          error,
+          attempts: row.attempts,
+          body: row.body,
+          createdAt: Date.now(),
+        }),
+      ]);
+    } catch {
+      return false;
+    }
+    console.error(`deferred record of run ${accepted.run.runId} dead-lettered: ${error}`);
+    return true;
   }
 
   /** Writes the journal alone once RECORDS_DELAY_MS has passed, unless another write carries it first. */
@@ -212,27 +288,35 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     if (timer || !journal.all().length) return;
     timer = setTimeout(() => {
       timer = undefined;
-      write([]).then(
-        () => schedule(),
-        (error) => {
-          console.error(`deferred records not written (retrying): ${error}`);
-          retryMs = Math.min(retryMs * 2, RECORDS_RETRY_MAX_MS);
-          schedule();
-        },
-      );
+      const backOff = (reason: unknown) => {
+        console.error(`deferred records not written (retrying): ${reason}`);
+        retryMs = Math.min(retryMs * 2, RECORDS_RETRY_MAX_MS);
+        schedule();
+      };
+      write([]).then(() => {
+        const left = journal.all().length;
+        if (left) backOff(`D1 refused ${left} of them`);
+      }, backOff);
     }, retryMs);
   }
 
+  /**
+   * The journal written before a read that must see it. Best effort: a row D1 refuses makes the
+   * read a little stale (the timer retries, then dead-letters it), never a failed read.
+   */
   async function flushed(): Promise<void> {
-    if (journal.all().length) await write([]);
+    if (!journal.all().length) return;
+    await write([]).catch((error) => console.error(`deferred records not written before a read: ${error}`));
+    // What is left, the timer tries again.
+    schedule();
   }
 
   let leftover: Promise<void> | undefined;
 
   return {
-    loadEntry: async (key) => {
+    keyBound: async (key) => {
       await flushed();
-      return getSession(env(), key);
+      return bindSessionKey(env(), key, await runIdPrefixOfKey(key));
     },
     turnContext: async (sessionId, limit) => {
       await flushed();
@@ -276,6 +360,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     },
 
     async runsEnded(runIds, end) {
+      if (!runIds.length) return;
       const e = env();
       await write(runIds.map((runId) => updateRunStatement(e, runId, end)));
     },
@@ -297,8 +382,15 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     },
 
     async sessionRemoved(key, deleteTranscript) {
-      // The journal first: a deferred entry landing after the delete would bring it back.
+      // The journal first: a deferred entry landing after the delete would bring it back. What
+      // D1 would not take now is about the entry being deleted; it is dropped, not kept to land later.
       await flushed();
+      const left = journal.all();
+      const last = left[left.length - 1];
+      if (last) {
+        console.error(`deleting ${key}: dropping ${left.length} deferred records D1 did not take`);
+        journal.clearThrough(last.id);
+      }
       await deleteSessionRows(env(), key, deleteTranscript);
     },
 
@@ -316,6 +408,11 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
       const e = env();
       const state = { status: "pending", attempts: 0, updatedAt: at, nextAttemptAt: at, deliveredAt: null };
       await write([recordDeliveryStatement(e, deliveryRow(payload), state)]);
+    },
+
+    async journalWritten() {
+      await flushed();
+      return journal.all().length === 0;
     },
 
     flushLeftover() {

@@ -1,10 +1,10 @@
 /**
  * Reset triggers (SPEC §10): a message that is exactly a trigger, or starts with one followed
  * by a space, starts a new sessionId. `/new <model>` also picks the new session's model when
- * the first word resolves to a model (alias, `provider/model`, or a case-insensitive alias);
- * the rest of the message passes through as the first message.
+ * the first word names one model (an alias, `provider/model`, or a model's name such as `sonnet`
+ * or `gpt-4.1`: see model-match.ts); the rest of the message passes through as the first message.
  */
-import { resolveModelRef } from "../agent/models";
+import { matchModelWord } from "../agent/model-match";
 import type { Config } from "../config/schema";
 
 export interface ResetTriggerMatch {
@@ -27,12 +27,9 @@ export function matchResetTrigger(
     let model: string | undefined;
     if (t === "/new" && rest) {
       const [first = "", ...others] = rest.split(/\s+/);
-      try {
-        model = resolveModelRef(first, config).ref;
-        rest = others.join(" ");
-      } catch {
-        // Not a model: the whole remainder is the first message.
-      }
+      // Not one model (unknown or ambiguous): the whole remainder is the first message.
+      model = matchModelWord(first, config);
+      if (model) rest = others.join(" ");
     }
     return model ? { trigger, rest, model } : { trigger, rest };
   }

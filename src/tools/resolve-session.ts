@@ -5,8 +5,14 @@
  * missing one, `session not found: <argument as given>`, so tools never leak existence.
  * Numeric arguments are integers given as JSON numbers (SPEC §6), clamped rather than refused.
  */
-import { getSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
-import { agentMainKey, fromToolKey, toToolKey } from "../keys/session-key";
+import {
+  findSession,
+  getSession,
+  getSessionByLabel,
+  getSessionBySessionId,
+  type SessionRow,
+} from "../db/queries";
+import { agentMainKey, fromToolKey, storedKeyForms, toToolKey } from "../keys/session-key";
 import { canSee, type VisibilityRow } from "../policy/visibility";
 import { entryInitOf } from "../runs/entry-init";
 import type { EntryInit } from "../runs/types";
@@ -70,7 +76,7 @@ export async function findVisibleSession(
   if (!given) return toolError("the session argument is empty; pass a session key, `main`, or a sessionId");
   const canonical = canonicalToolKey(given, ctx);
   if ("status" in canonical) return canonical;
-  let row = await getSession(ctx.env, canonical.key);
+  let row = await findSession(ctx.env, storedKeyForms(canonical.key));
   // Keys are never bare UUIDs, so a UUID that names no key is looked up as a sessionId.
   if (!row && UUID.test(given)) row = await getSessionBySessionId(ctx.env, given.toLowerCase());
   return visible(row, given, ctx);
@@ -94,10 +100,13 @@ export async function findVisibleSessionWith<T, R extends VisibilityRow>(
   if (!given) return toolError("the session argument is empty; pass a session key, `main`, or a sessionId");
   const canonical = canonicalToolKey(given, ctx);
   if ("status" in canonical) return canonical;
-  const { row, extra } = await read.byKey(canonical.key);
-  if (row) {
-    const found = visible(row, given, ctx);
-    return "status" in found ? found : { ...found, extra };
+  // The key as given, then its lowercase form (storedKeyForms); the second read only on a miss.
+  for (const key of storedKeyForms(canonical.key)) {
+    const { row, extra } = await read.byKey(key);
+    if (row) {
+      const found = visible(row, given, ctx);
+      return "status" in found ? found : { ...found, extra };
+    }
   }
   const byId = UUID.test(given) ? await getSessionBySessionId(ctx.env, given.toLowerCase()) : undefined;
   const found = visible(byId, given, ctx);

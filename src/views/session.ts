@@ -45,9 +45,14 @@ export function expiredAtOf(row: Pick<SessionRow, "expiredAt" | "expiresAt">, no
   return row.expiresAt !== null && row.expiresAt <= now ? row.expiresAt : null;
 }
 
+/**
+ * A listing row (SPEC §6): every documented field, `null` when unset, so a client reads one
+ * shape; then what the index adds (archived, expiry) when it says something, and the messages
+ * when they were asked for.
+ */
 export function listRow(row: ListedSession, displayKey: string, now: number, messages?: TranscriptMessage[]) {
   const expiredAt = expiredAtOf(row, now);
-  return compact({
+  return {
     key: displayKey,
     kind: row.kind,
     channel: listChannel(row),
@@ -68,16 +73,18 @@ export function listRow(row: ListedSession, displayKey: string, now: number, mes
     lastTo: row.lastTo,
     deliveryContext: row.deliveryContext,
     spawnedBy: row.spawnedBy,
-    archivedAt: row.archivedAt,
     runStatus: row.runStatus,
-    // Closed sessions keep their last sessionId (its transcript stays readable); the next
-    // message under the key starts a new one.
-    expired: expiredAt !== null,
-    expiredAt,
-    expiresAt: expiredAt === null ? row.expiresAt : null,
     transcriptPath: transcriptPath(row.sessionId),
-    messages,
-  });
+    ...compact({
+      archivedAt: row.archivedAt,
+      // Closed sessions keep their last sessionId (its transcript stays readable); the next
+      // message under the key starts a new one.
+      expired: expiredAt !== null,
+      expiredAt,
+      expiresAt: expiredAt === null ? row.expiresAt : null,
+      messages,
+    }),
+  };
 }
 
 /** Opaque keyset cursor over (updatedAt, key). */

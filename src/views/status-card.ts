@@ -6,7 +6,7 @@
 import type { Config } from "../config/schema";
 import type { SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
-import { evaluateSendPolicy } from "../policy/send-policy";
+import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import type { QueueDepth } from "../runs/types";
 import { formatInstant, formatTokens } from "./format";
 
@@ -24,7 +24,7 @@ export function statusCard(row: SessionRow, displayKey: string, queue: QueueDept
   const { chatType, thread } = chatTypeOfKey(row.key, !!row.lastThreadId);
   const override = row.sendPolicy === "allow" || row.sendPolicy === "deny" ? row.sendPolicy : null;
   const effective = evaluateSendPolicy(
-    { key: row.key, channel: row.channel, chatType, thread, override },
+    { key: row.key, channel: sessionChannel(row), chatType, thread, override },
     config.session.sendPolicy,
   );
   const percentUsed =

@@ -1,8 +1,11 @@
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { getRun, getSession } from "../../src/db/queries";
+import type { SessionActor } from "../../src/session/actor";
+import type { ActorStore } from "../../src/session/actor-store";
 import { withActorConfig } from "./rpc-support";
-import { eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+import { actor, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const OWNED = {
@@ -114,6 +117,53 @@ describe("/send on|off|inherit", () => {
     await eventually(async () => noticesTo(connector!, key).length === 1);
     expect(noticesTo(connector, key)).toEqual(["Usage: /send on|off|inherit"]);
     expect(await getRun(env, res.runId)).toBeUndefined();
+  });
+});
+
+describe("commands follow SPEC §4's order: route, freshness, then the command", () => {
+  it("/send off as a session's first message creates the entry, with its route, and sticks", async () => {
+    connector = fakeConnector();
+    const key = "agent:main:telegram:group:cmd-first";
+    await withActorConfig(key, OWNED);
+    const off = await ack(say("cmd-first", "owner-1", "/send off"));
+    expect(off).toMatchObject({ status: "command", sessionKey: key, sessionId: expect.any(String) });
+    expect(off.sessionId).not.toBe("");
+    const entry = await getSession(env, key);
+    expect(entry).toMatchObject({
+      sessionId: off.sessionId,
+      sendPolicy: "deny",
+      lastChannel: "telegram",
+      deliveryContext: { channel: "telegram", to: "cmd-first", accountId: "default" },
+    });
+    // The owner hears back once (the policy allowed posting before the change) ...
+    await eventually(async () => noticesTo(connector!, key).length === 1);
+    // ... and the next message's reply is held back.
+    const next = await ack(say("cmd-first", "someone", "hello?"));
+    expect(next.sessionId).toBe(off.sessionId);
+    expect((await waitRun(next.runId)).status).toBe("ok");
+    expect(await getRun(env, next.runId)).toMatchObject({ delivered: false });
+  });
+
+  it("a command to a session its reset policy has closed starts the new sessionId first", async () => {
+    connector = fakeConnector();
+    const key = await room("cmd-stale", connector);
+    const before = await getSession(env, key);
+    await withActorConfig(key, {
+      ...OWNED,
+      session: { ...OWNED.session, reset: { mode: "idle", idleMinutes: 1 } },
+    });
+    // The last interaction was two minutes ago.
+    await runInDurableObject(actor(key), (instance: SessionActor) => {
+      const store = (instance as unknown as { store: ActorStore }).store;
+      const entry = store.entry()!;
+      store.saveEntry({ ...entry, lastInteractionAt: Date.now() - 120_000 });
+    });
+    const status = await ack(say("cmd-stale", "someone", "/status"));
+    expect(status.status).toBe("command");
+    expect(status.sessionId).not.toBe(before?.sessionId);
+    expect((await getSession(env, key))?.sessionId).toBe(status.sessionId);
+    await eventually(async () => noticesTo(connector!, key).length === 1);
+    expect(noticesTo(connector, key)[0]).toContain(status.sessionId);
   });
 });
 

@@ -136,7 +136,10 @@ async function setupActor(
     holdBatch?: (n: number) => boolean;
   } = {},
 ) {
-  await runInDurableObject(actor(key), (instance: SessionActor) => {
+  await runInDurableObject(actor(key), async (instance: SessionActor) => {
+    // The actor learns its key first (one batch: its run-id prefix and its stored entry), so
+    // what the test counts is the runs' own writes.
+    await instance.getEntry(key);
     let batches = 0;
     let calls = 0;
     const broken = () => opts.breakAfter !== undefined && batches >= opts.breakAfter;
@@ -830,9 +833,9 @@ describe("write-behind: a connector's message is recorded with its run's next wr
     const ack = await send(id, "think hard");
     await eventually(async () => w.requests.length === 1);
     // Held by the actor, durably, until a write carries it or its timer writes it alone.
-    expect(await rpc("runs.get", { runId: ack.runId })).toMatchObject({ status: 404 });
     expect(await journalRows(key)).toBe(1);
-    await eventually(async () => (await rpc<Run>("runs.get", { runId: ack.runId })).status === 200);
+    await eventually(async () => (await journalRows(key)) === 0);
+    expect(batches(w)).toHaveLength(1);
     expect(await runOf(ack.runId)).toMatchObject({ status: "running", startedAt: expect.any(Number) });
     expect((await history(key)).map(line)).toEqual(["user:think hard"]);
     expect(await runStatusOf(key)).toBe("running");
@@ -845,6 +848,29 @@ describe("write-behind: a connector's message is recorded with its run's next wr
     const transcript = await history(key);
     expect(transcript.map(line)).toEqual(["user:think hard", "assistant:re: think hard"]);
     expectNoDuplicates(transcript);
+  });
+
+  it("answers runs.get and agent.wait for a run id at once, before its records reach D1", async () => {
+    const id = "wb-read-at-once";
+    const { w, key } = await scene(id, { config: behind() });
+    w.holdModel = true;
+
+    const ack = await send(id, "are you there");
+    await eventually(async () => w.requests.length === 1);
+    expect(await journalRows(key)).toBe(1);
+    // The run id names its session: its actor writes what it holds, and D1 answers.
+    const wait = await rpc("agent.wait", { runId: ack.runId, timeoutMs: 0 });
+    expect(wait).toMatchObject({ status: 200, payload: { status: "timeout", runStatus: "running" } });
+    expect(await runOf(ack.runId)).toMatchObject({ status: "running", startedAt: expect.any(Number) });
+    expect(await journalRows(key)).toBe(0);
+    // An id nobody handed out is still unknown.
+    const unknown = `${ack.runId.slice(0, 19)}${"0".repeat(17)}`;
+    expect(await rpc("runs.get", { runId: unknown })).toMatchObject({ status: 404 });
+    expect(await rpc("agent.wait", { runId: unknown, timeoutMs: 0 })).toMatchObject({ status: 404 });
+
+    w.holdModel = false;
+    expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
+    expect(await runOf(ack.runId)).toMatchObject({ status: "ok", reply: "re: are you there" });
   });
 
   it("never moves the entry back when a deferred write lands after a newer one", async () => {

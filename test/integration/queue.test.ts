@@ -2,6 +2,7 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
+import { hangingModel, SLOW_MODEL_CONFIG } from "./rpc-support";
 import { actor, dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 
 interface Run {
@@ -65,21 +66,26 @@ describe("run queue", () => {
 
   it("refuses a message when the queue is full, with 429 naming the cap", async () => {
     const key = "agent:main:telegram:group:capped";
-    await inbound("telegram", dm("warm up", { chatType: "group", groupId: "capped" }));
-    await withActorConfig(key, { session: { queue: { cap: 2 } } });
-    // Hold the queue: with the actor busy on a long run, later messages wait.
-    const results = await Promise.all(
-      Array.from({ length: 6 }, (_, i) =>
-        inbound("telegram", dm(`burst ${i}`, { chatType: "group", groupId: "capped" })),
-      ),
-    );
-    const statuses = results.map((r) => r.status);
-    expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
-    const refused = results.find((r) => r.status === 429)!;
-    expect(await refused.json()).toEqual({
-      ok: false,
-      error: { code: "RATE_LIMITED", message: "session queue is full (cap 2)" },
-    });
+    await withActorConfig(key, { ...SLOW_MODEL_CONFIG, session: { queue: { cap: 2 } } });
+    // Hold the queue: the actor is busy on a run whose model never answers, so later messages wait.
+    const model = hangingModel();
+    try {
+      const busy = await inbound("telegram", dm("a long one", { chatType: "group", groupId: "capped" }));
+      expect(busy.status).toBe(202);
+      await eventually(async () => model.calls() === 1);
+      const results = [];
+      for (let i = 0; i < 4; i++)
+        results.push(await inbound("telegram", dm(`burst ${i}`, { chatType: "group", groupId: "capped" })));
+      expect(results.map((r) => r.status)).toEqual([202, 202, 429, 429]);
+      const refused = results[2]!;
+      expect(await refused.json()).toEqual({
+        ok: false,
+        error: { code: "RATE_LIMITED", message: "session queue is full (cap 2)" },
+      });
+    } finally {
+      model.restore();
+      await actor(key).abort(key, true);
+    }
   });
 
   it("merges messages that arrive during a run into one next run in collect mode", async () => {

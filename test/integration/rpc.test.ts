@@ -215,6 +215,7 @@ describe("status", () => {
         { channel: "slack", deliverUrl: true, secretSet: true },
       ],
       queue: { mode: "followup", cap: 50 },
+      deadRecords: 0,
       maintenance: {},
       jobs: [],
     });
@@ -317,16 +318,27 @@ describe("sessions.list", () => {
       }),
     ]);
     const res = await rpc<ListPayload>("sessions.list", { agentId: "shape" });
+    // Every documented field is there, null when unset (SPEC §6).
     const base = (r: typeof group) => ({
       key: r!.key,
       kind: r!.kind,
+      displayName: null,
+      label: null,
       updatedAt: r!.updatedAt,
       sessionId: r!.sessionId,
       agentId: "shape",
+      model: null,
       contextTokens: r!.contextTokens,
       totalTokens: r!.totalTokens,
+      thinkingLevel: null,
+      verboseLevel: null,
       systemSent: false,
       abortedLastRun: false,
+      sendPolicy: null,
+      lastChannel: null,
+      lastTo: null,
+      deliveryContext: null,
+      spawnedBy: null,
       runStatus: "idle",
       expired: false,
       transcriptPath: `/v1/transcripts/${r!.sessionId}.jsonl`,

@@ -422,7 +422,7 @@ describe("session key arguments", () => {
     const listed = await invoke<ListResult>(config, { tool: "sessions_list", agentId: a });
     expect(listed.result.sessions.map((s) => [s.key, s.spawnedBy])).toEqual([
       [`agent:${a}:subagent:g1`, "main"],
-      ["main", undefined],
+      ["main", null],
     ]);
     // The operator API keeps showing the stored key.
     const rpcListed = await rpc<{ sessions: Array<{ key: string }> }>("sessions.list", {
@@ -796,9 +796,13 @@ describe("sessions_list", () => {
       totalTokens: 10,
       systemSent: false,
       abortedLastRun: false,
+      thinkingLevel: null,
+      verboseLevel: null,
       sendPolicy: "deny",
       lastChannel: "telegram",
       lastTo: "room",
+      deliveryContext: null,
+      spawnedBy: null,
       runStatus: "idle",
       expired: false,
       transcriptPath: `/v1/transcripts/${row?.sessionId}.jsonl`,

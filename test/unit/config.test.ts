@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load";
+import { ignoredSettings } from "../../src/config/notices";
 import { type Config, ConfigSchema } from "../../src/config/schema";
 
 /** The problems a config text is rejected with; fails the test when it is accepted. */
@@ -198,7 +199,7 @@ describe("config errors", () => {
       "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery)",
     ]);
     expect(problemsOf("{ session: { bogusKey: 1 } }")).toEqual([
-      "config.session.bogusKey: unknown key (allowed: scope, dmScope, mainKey, timezone, identityLinks, caseSensitiveChannels, reset, idleMinutes, resetByType, resetByChannel, resetTriggers, sendPolicy, agentToAgent, queue, retention, writeBehind)",
+      "config.session.bogusKey: unknown key (allowed: scope, dmScope, mainKey, timezone, identityLinks, caseSensitiveChannels, reset, idleMinutes, resetByType, resetByChannel, resetTriggers, sendPolicy, agentToAgent, queue, retention, writeBehind, store)",
     ]);
     expect(
       problemsOf("{ session: { resetByType: { direct: { mode: 'idle', idleMinutes: 5, hour: 3 } } } }"),
@@ -504,5 +505,39 @@ describe("loadConfig", () => {
     a.session.resetTriggers.push("/fresh");
     expect(b.session.resetTriggers).toEqual(["/new", "/reset"]);
     expect(parseConfig("{}").session.caseSensitiveChannels).toEqual(["signal", "matrix"]);
+  });
+});
+
+describe("an OpenClaw config's settings", () => {
+  it("accepts session.store and says it is ignored", () => {
+    const config = parseConfig(
+      "{ session: { store: '~/.openclaw/agents/{agentId}/sessions/sessions.json' } }",
+    );
+    expect(ignoredSettings(config)).toEqual([expect.stringMatching(/^config\.session\.store: ignored/)]);
+    expect(ignoredSettings(parseConfig("{}"))).toEqual([]);
+  });
+
+  it("reads sendPolicy.rules[].match.provider as channel", () => {
+    const config = parseConfig(
+      "{ session: { sendPolicy: { rules: [{ action: 'deny', match: { provider: 'discord', chatType: 'group' } }] } } }",
+    );
+    expect(config.session.sendPolicy.rules).toEqual([
+      { action: "deny", match: { channel: "discord", chatType: "group" } },
+    ]);
+    expect(
+      parseConfig(
+        "{ session: { sendPolicy: { rules: [{ action: 'deny', match: { channel: 'a', provider: 'a' } }] } } }",
+      ).session.sendPolicy.rules[0]?.match,
+    ).toEqual({ channel: "a" });
+  });
+
+  it("refuses a provider that disagrees with channel, naming both", () => {
+    expect(
+      problemsOf(
+        "{ session: { sendPolicy: { rules: [{ action: 'deny', match: { channel: 'a', provider: 'b' } }] } } }",
+      ),
+    ).toEqual([
+      'config.session.sendPolicy.rules[0].match.provider: is the older name of `channel`; give one of them (got channel "a" and provider "b")',
+    ]);
   });
 });

@@ -18,6 +18,7 @@ import {
   resolveSessionKey,
   type SessionKeyConfig,
   sessionKindOf,
+  storedKeyForms,
   subagentSessionKey,
   toToolKey,
 } from "../../src/keys/session-key";
@@ -653,4 +654,17 @@ describe("selectAgentId", () => {
       expect(selectAgentId(i, b, a)).toBe(expected);
     });
   }
+});
+
+describe("storedKeyForms", () => {
+  it("looks for a key as given, then lowercased, when they differ", () => {
+    expect(storedKeyForms("agent:main:dm:ERIN")).toEqual(["agent:main:dm:ERIN", "agent:main:dm:erin"]);
+    expect(storedKeyForms("agent:main:dm:erin")).toEqual(["agent:main:dm:erin"]);
+  });
+
+  it("finds a lowercase session typed in capitals while some channel keeps case", () => {
+    const cfg = config({ caseSensitiveChannels: ["signal"] });
+    const typed = canonicalizeSessionKey("AGENT:MAIN:DM:ERIN", cfg);
+    expect(storedKeyForms(typed)).toContain("agent:main:dm:erin");
+  });
 });

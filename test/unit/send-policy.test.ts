@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
+import { parseConfig } from "../../src/config/load";
 import type { SendPolicyConfig } from "../../src/config/schema";
-import { evaluateSendPolicy, type SendPolicySubject } from "../../src/policy/send-policy";
+import { evaluateSendPolicy, type SendPolicySubject, sessionChannel } from "../../src/policy/send-policy";
+import { entryExpiry, newSessionRow } from "../../src/session/entry";
 
 type Rule = SendPolicyConfig["rules"][number];
 
@@ -154,5 +156,36 @@ describe("send policy: case-insensitive matching", () => {
     expect(
       evaluateSendPolicy(telegramDm, policy([{ action: "deny", match: { rawKeyPrefix: "AGENT:MAIN:" } }])),
     ).toBe("deny");
+  });
+});
+
+describe("send policy: the channel a session talks on", () => {
+  it("a direct chat is judged by its last channel, a group by its own", () => {
+    expect(sessionChannel({ chatType: "direct", channel: "telegram", lastChannel: "signal" })).toBe("signal");
+    expect(sessionChannel({ chatType: "direct", channel: "telegram", lastChannel: null })).toBe("telegram");
+    expect(sessionChannel({ chatType: "group", channel: "slack", lastChannel: "discord" })).toBe("slack");
+    expect(sessionChannel({ chatType: "channel", channel: null, lastChannel: "discord" })).toBe("discord");
+    expect(sessionChannel({ chatType: null, channel: null, lastChannel: "telegram" })).toBe("telegram");
+  });
+});
+
+describe("resetByChannel: the channel a session talks on", () => {
+  const config = parseConfig(
+    JSON.stringify({ session: { resetByChannel: { signal: { mode: "idle", idleMinutes: 10 } } } }),
+  );
+  const entry = {
+    ...newSessionRow(
+      "agent:main:dm:erin",
+      { agentId: "main", kind: "other", chatType: "direct", channel: "telegram" },
+      Date.UTC(2026, 0, 1, 12),
+      "s-1",
+    ),
+    lastInteractionAt: Date.UTC(2026, 0, 1, 12),
+  };
+
+  it("a direct chat now on signal follows signal's policy, not the one it was created on", () => {
+    expect(entryExpiry({ ...entry, lastChannel: "signal" }, config)).toBe(Date.UTC(2026, 0, 1, 12, 10));
+    // Still on telegram: the default daily reset at 4.
+    expect(entryExpiry({ ...entry, lastChannel: "telegram" }, config)).toBe(Date.UTC(2026, 0, 2, 4));
   });
 });

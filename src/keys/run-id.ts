@@ -5,7 +5,7 @@
  * id handed out before any D1 row holds it (a connector's message is acknowledged once its actor
  * holds it, and recorded behind) still leads to its session: the key's prefix is registered when
  * its actor first binds (`run_prefixes`), and `runs.get` / `agent.wait` ask that actor.
- * Pure: no I/O (WebCrypto digests only).
+ * Pure: no I/O (a WebCrypto digest of the seed).
  */
 
 const encoder = new TextEncoder();
@@ -29,23 +29,41 @@ function uuidOf(bytes: Uint8Array): string {
 }
 
 /**
+ * 64 bits naming a session key: two 32-bit FNV-1a hashes with different offsets. Not a
+ * cryptographic hash (nothing depends on it being hard to collide: a collision only means two
+ * sessions are asked about a run id), and synchronous, so it costs a message no WebCrypto call.
+ */
+function keyHash(key: string): Uint8Array {
+  let a = 0x811c9dc5;
+  let b = 0x050c5d1f;
+  for (let i = 0; i < key.length; i++) {
+    const c = key.charCodeAt(i);
+    a = Math.imul(a ^ c, 0x01000193);
+    b = Math.imul(b ^ c, 0x01000193);
+    b ^= b >>> 13;
+  }
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setUint32(0, a >>> 0);
+  new DataView(out.buffer).setUint32(4, b >>> 0);
+  return out;
+}
+
+/**
  * A run id of the session `sessionKey`: stable for the same `seed` (the same message or
  * idempotency key gives the same id, so a repeat is the same run), random without one.
  */
 export async function runIdFor(sessionKey: string, seed?: string): Promise<string> {
-  const [keyHash, seedHash] = await Promise.all([
-    digest(`session:${sessionKey}`),
-    seed === undefined ? crypto.getRandomValues(new Uint8Array(8)) : digest(`run:${seed}`),
-  ]);
+  const seedHash =
+    seed === undefined ? crypto.getRandomValues(new Uint8Array(8)) : await digest(`run:${seed}`);
   const bytes = new Uint8Array(16);
-  bytes.set(keyHash.subarray(0, 8), 0);
+  bytes.set(keyHash(sessionKey), 0);
   bytes.set(seedHash.subarray(0, 8), 8);
   return uuidOf(bytes);
 }
 
 /** The part of a run id that names its session, as `runIdFor` makes it for that key. */
-export async function runIdPrefixOfKey(sessionKey: string): Promise<string> {
-  return runIdPrefix(await runIdFor(sessionKey, ""));
+export function runIdPrefixOfKey(sessionKey: string): string {
+  return runIdPrefix(uuidOf(new Uint8Array([...keyHash(sessionKey), 0, 0, 0, 0, 0, 0, 0, 0])));
 }
 
 /** The part of any run id that names its session (its first 18 characters, lowercased). */

@@ -316,7 +316,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
   return {
     keyBound: async (key) => {
       await flushed();
-      return bindSessionKey(env(), key, await runIdPrefixOfKey(key));
+      return bindSessionKey(env(), key, runIdPrefixOfKey(key));
     },
     turnContext: async (sessionId, limit) => {
       await flushed();

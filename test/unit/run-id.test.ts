@@ -14,7 +14,7 @@ describe("run ids that name their session", () => {
 
   it("random without a seed, yet every one starts with its session's prefix", async () => {
     const key = "agent:main:main";
-    const prefix = await runIdPrefixOfKey(key);
+    const prefix = runIdPrefixOfKey(key);
     const ids = await Promise.all(Array.from({ length: 20 }, () => runIdFor(key)));
     expect(new Set(ids).size).toBe(20);
     for (const id of ids) {

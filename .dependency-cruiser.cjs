@@ -5,6 +5,7 @@
  *
  *   transcript, keys, time, config, version  neutral shapes and pure rules (config may use keys)
  *   policy, db                               pure policy; D1 schema and named queries
+ *   connectors                               chat platforms: verify, normalize to SPEC §4, send (no sessions)
  *   runs, views, delivery, agent             the run contract, JSON views, connector delivery, model loop
  *   tools                                    agent tools (reach sessions through a port in their context)
  *   session                                  the SessionActor and its modules
@@ -35,15 +36,16 @@ module.exports = {
       from: { path: "^(src|cli)/" },
       to: { circular: true },
     },
-    layer("transcript", ["keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
-    layer("time", ["transcript", "keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
-    layer("keys", ["transcript", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("transcript", ["keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
+    layer("time", ["transcript", "keys", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
+    layer("keys", ["transcript", "config", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
     // config may use the pure key rules (an identityLinks name must make a valid peer id).
-    layer("config", ["transcript", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
-    layer("policy", ["db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
-    layer("db", ["keys", "policy", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
-    layer("runs", ["views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
-    layer("views", ["delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("config", ["transcript", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
+    layer("policy", ["db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
+    layer("db", ["keys", "policy", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
+    layer("connectors", ["transcript", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
+    layer("runs", ["views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
+    layer("views", ["delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
     layer("delivery", ["views", "agent", ...UPPER_THAN_VIEWS]),
     layer("agent", ["views", "delivery", "session", "rpc", "cron", "routes", "http", "auth/bearer"]),
     layer("tools", UPPER_THAN_TOOLS),

@@ -6,6 +6,7 @@
  */
 import { Command, CommanderError } from "commander";
 import { CliError, EXIT } from "./client.ts";
+import { registerConnectorCommands } from "./commands/connectors.ts";
 import { registerDeliveryCommands } from "./commands/deliveries.ts";
 import { registerGatewayCommands } from "./commands/gateway.ts";
 import { registerSendCommand } from "./commands/send.ts";
@@ -38,6 +39,7 @@ export function buildProgram(io: CliIo, version: string): Command {
   registerSendCommand(program, io);
   registerTailCommand(program, io);
   registerDeliveryCommands(program, io);
+  registerConnectorCommands(program, io);
   return program;
 }
 

@@ -7,6 +7,7 @@
  */
 import { z } from "zod";
 import { identityLinkPeerId } from "../keys/session-key";
+import { ConnectorSchema } from "./connectors";
 import {
   CronSchedule,
   EnvName,
@@ -365,13 +366,6 @@ const ModelsSchema = z.strictObject({
 export type ModelsConfig = z.output<typeof ModelsSchema>;
 
 // ─── connectors, hooks, gateway, commands ────────────────────────────────────────────────────
-
-const ConnectorSchema = z.strictObject({
-  deliverUrl: HttpUrl.optional(),
-  secretEnv: EnvName,
-  accounts: z.array(Id).optional(),
-});
-export type ConnectorConfig = z.output<typeof ConnectorSchema>;
 
 const HooksSchema = z.strictObject({
   enabled: z.boolean().default(false),

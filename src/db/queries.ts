@@ -371,7 +371,7 @@ export function recordDeliveryStatement(
   row: typeof schema.deliveries.$inferInsert,
   state: Pick<
     typeof schema.deliveries.$inferInsert,
-    "status" | "attempts" | "updatedAt" | "nextAttemptAt" | "lastError" | "deliveredAt"
+    "status" | "attempts" | "updatedAt" | "nextAttemptAt" | "lastError" | "deliveredAt" | "partsSent"
   >,
 ): D1PreparedStatement {
   return statement(

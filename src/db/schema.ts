@@ -161,6 +161,8 @@ export const deliveries = sqliteTable(
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
     deliveredAt: integer("delivered_at"),
+    /** Parts of a split reply the platform accepted (a retry goes on from the next); null: none. */
+    partsSent: integer("parts_sent"),
   },
   (t) => [
     index("deliveries_recent").on(t.createdAt, t.deliveryId),
@@ -284,4 +286,49 @@ export const deadRecords = sqliteTable(
     createdAt: integer("created_at").notNull(),
   },
   (t) => [index("dead_records_recent").on(t.createdAt, t.runId)],
+);
+
+/**
+ * Pairing codes handed to senders a connector does not know yet (SPEC §18 "Access"): one
+ * pending code per sender, at most 3 pending per connector, each valid for an hour until an
+ * operator approves it (`pairing.approve`).
+ */
+export const pairingCodes = sqliteTable(
+  "pairing_codes",
+  {
+    channel: text("channel").notNull(),
+    code: text("code").notNull(),
+    accountId: text("account_id").notNull(),
+    peerId: text("peer_id").notNull(),
+    createdAt: integer("created_at").notNull(),
+    expiresAt: integer("expires_at").notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.channel, t.code] }),
+    uniqueIndex("pairing_codes_peer").on(t.channel, t.peerId),
+    index("pairing_codes_expiry").on(t.channel, t.expiresAt),
+  ],
+);
+
+/** Senders an operator approved on a connector (by pairing code), until revoked. */
+export const pairedSenders = sqliteTable(
+  "paired_senders",
+  {
+    channel: text("channel").notNull(),
+    peerId: text("peer_id").notNull(),
+    approvedAt: integer("approved_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.channel, t.peerId] })],
+);
+
+/** Messages a connector's access rules refused, counted per channel and reason (`status`). */
+export const accessRefusals = sqliteTable(
+  "access_refusals",
+  {
+    channel: text("channel").notNull(),
+    reason: text("reason").notNull(),
+    count: integer("count").notNull(),
+    lastAt: integer("last_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.channel, t.reason] })],
 );

@@ -15,6 +15,7 @@ import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import {
   ATTEMPT_TIMEOUT_MS,
+  type DeliveryAttempt,
   type DeliveryKind,
   type DeliveryPayload,
   postDelivery,
@@ -205,7 +206,15 @@ export class DeliveryOutbox {
     attempt.settled = (async () => {
       try {
         const payload = JSON.parse(row.payload) as DeliveryPayload;
-        const result = await postDelivery(payload, this.config(), this.env());
+        // Each part of a split reply the platform accepts is recorded before the next is posted,
+        // so no attempt posts it again.
+        const result = await postDelivery(payload, this.config(), this.env(), (partsSent) =>
+          this.sql.exec(
+            `UPDATE outbox SET payload = ? WHERE delivery_id = ?`,
+            JSON.stringify({ ...payload, partsSent }),
+            id,
+          ),
+        );
         this.healthy = result.ok;
         const state = this.stateAfter(row.attempts + 1, result);
         if (attempt.abandoned) await this.recordAttempt(payload, state);
@@ -226,7 +235,7 @@ export class DeliveryOutbox {
     return attempt;
   }
 
-  private stateAfter(attempts: number, result: { ok: true } | { ok: false; error: string }): AttemptState {
+  private stateAfter(attempts: number, result: DeliveryAttempt): AttemptState {
     const config = this.config();
     const at = Date.now();
     if (result.ok) {
@@ -239,11 +248,28 @@ export class DeliveryOutbox {
         lastError: null,
       };
     }
-    if (attempts >= config.delivery.maxAttempts) {
-      return { status: "dead", attempts, updatedAt: at, nextAttemptAt: null, lastError: result.error };
+    const progress = result.partsSent ? { partsSent: result.partsSent } : {};
+    // A platform's refusal is final; otherwise attempts run out after delivery.maxAttempts.
+    if (result.permanent || attempts >= config.delivery.maxAttempts) {
+      return {
+        status: "dead",
+        attempts,
+        updatedAt: at,
+        nextAttemptAt: null,
+        lastError: result.error,
+        ...progress,
+      };
     }
-    const nextAt = at + retryDelayMs(attempts, config.delivery);
-    return { status: "retrying", attempts, updatedAt: at, nextAttemptAt: nextAt, lastError: result.error };
+    // A platform's own wait (a 429's retry-after) comes first; the backoff otherwise.
+    const nextAt = at + (result.retryAfterMs ?? retryDelayMs(attempts, config.delivery));
+    return {
+      status: "retrying",
+      attempts,
+      updatedAt: at,
+      nextAttemptAt: nextAt,
+      lastError: result.error,
+      ...progress,
+    };
   }
 
   /** The local row after an attempt: gone when settled, else rescheduled with capped backoff. */
@@ -279,6 +305,8 @@ export interface AttemptState {
   nextAttemptAt: number | null;
   lastError: string | null;
   deliveredAt?: number;
+  /** Parts of a split reply the platform accepted so far. */
+  partsSent?: number;
 }
 
 /**
@@ -295,6 +323,8 @@ export function payloadOf(f: {
   text: string;
   threadId?: string | null | undefined;
   replyToMessageId?: string | null | undefined;
+  replyContext?: string | null | undefined;
+  partsSent?: number | null | undefined;
 }): DeliveryPayload {
   const payload: DeliveryPayload = {
     deliveryId: f.deliveryId,
@@ -307,6 +337,8 @@ export function payloadOf(f: {
   };
   if (f.threadId) payload.threadId = f.threadId;
   if (f.replyToMessageId) payload.replyToMessageId = f.replyToMessageId;
+  if (f.replyContext) payload.replyContext = f.replyContext;
+  if (f.partsSent) payload.partsSent = f.partsSent;
   return payload;
 }
 

@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { ConfigError, loadConfig } from "../config/load";
+import { connectors } from "../routes/connectors";
 import { hooks } from "../routes/hooks";
 import { inbound } from "../routes/inbound";
 import { mcp } from "../routes/mcp";
@@ -28,7 +29,9 @@ export const app = new Hono<{ Bindings: Env }>()
   .use("/tools/*", limitBody)
   .use("/mcp", limitBody)
   .use("/ui/*", limitBody)
+  .use("/connectors/*", limitBody)
   .route("/hooks/inbound", inbound)
+  .route("/connectors", connectors)
   .route("/hooks", hooks)
   .route("/rpc", rpc)
   .route("/tools", toolsInvoke)
@@ -46,6 +49,7 @@ const ALLOWED: Array<[RegExp, string]> = [
   [/^\/tools\/invoke$/, "POST"],
   [/^\/mcp$/, "POST"],
   [/^\/hooks\/inbound\/[^/]+$/, "POST"],
+  [/^\/connectors\/[^/]+(\/[^/]+)?$/, "POST"],
   [/^\/hooks\/(agent|wake)$/, "POST"],
   [/^\/v1\/transcripts\/[^/]+$/, "GET"],
   [/^\/v1\/chat\/completions$/, "POST"],

@@ -18,6 +18,7 @@ import { Hono } from "hono";
 import { z } from "zod";
 import { requireHooksToken } from "../auth/bearer";
 import { stableUuid } from "../auth/signature";
+import { accountIdsOf } from "../config/connectors";
 import { loadConfig } from "../config/load";
 import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
@@ -137,11 +138,14 @@ function routeFor(
         `\`channel\` "${body.channel}" has no connector (${known.length ? `configured: ${known.join(", ")}` : "none are configured"})`,
       );
     }
-    const accountId = normalizeAccountId(body.accountId);
-    if (connector.accounts && !connector.accounts.includes(accountId)) {
+    const accounts = accountIdsOf(connector);
+    const accountId = normalizeAccountId(
+      body.accountId ?? (connector.type === "webhook" ? undefined : connector.accountId),
+    );
+    if (accounts && !accounts.includes(accountId)) {
       throw new ApiError(
         "INVALID_REQUEST",
-        `\`accountId\` "${accountId}" is not configured for connector "${channel}" (allowed: ${connector.accounts.join(", ")})`,
+        `\`accountId\` "${accountId}" is not configured for connector "${channel}" (allowed: ${accounts.join(", ")})`,
       );
     }
     return { channel, to: body.to, accountId };

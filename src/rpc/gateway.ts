@@ -4,10 +4,13 @@
  * `security.audit`.
  */
 import { z } from "zod";
+import { accountIdsOf, type ConnectorConfig } from "../config/connectors";
 import type { ConfigError } from "../config/load";
 import { ignoredSettings } from "../config/notices";
+import { accountWith } from "../connectors/registry";
 import { listJobs } from "../cron/jobs";
 import { readTaskRuns } from "../db/maintenance";
+import { pendingCodes, refusalCounts } from "../db/pairing";
 import { countDeadRecords } from "../db/queries";
 import { defaultAgentId } from "../keys/agent-binding";
 import { VERSION } from "../version";
@@ -24,13 +27,32 @@ export function invalidConfigStatus(error: ConfigError) {
   return { version: VERSION, now: Date.now(), config: { valid: false, problems: error.problems } };
 }
 
+/** A connector in `status`: its type, and whether what it needs is set (names stay in security.audit). */
+function connectorStatus(channel: string, c: ConnectorConfig, env: Env) {
+  if (c.type === "webhook") {
+    return {
+      channel,
+      type: c.type,
+      deliverUrl: !!c.deliverUrl,
+      secretSet: typeof (env as unknown as Record<string, unknown>)[c.secretEnv] === "string",
+    };
+  }
+  const accounts = (accountIdsOf(c) ?? []).map((accountId) => {
+    const found = accountWith(c, accountId, env);
+    return { accountId, secretsSet: !!found && found.missing.length === 0 };
+  });
+  return { channel, type: c.type, webhook: `/connectors/${channel}`, accounts };
+}
+
 export const GATEWAY_METHODS: Record<string, Method> = {
   status: method(StatusParams, async (_p, { config, env }) => {
     const now = Date.now();
-    const [tasks, jobs, deadRecords] = await Promise.all([
+    const [tasks, jobs, deadRecords, refused, pending] = await Promise.all([
       readTaskRuns(env),
       listJobs(env, config, now),
       countDeadRecords(env),
+      refusalCounts(env),
+      pendingCodes(env, now),
     ]);
     const ignored = ignoredSettings(config);
     return {
@@ -40,11 +62,9 @@ export const GATEWAY_METHODS: Record<string, Method> = {
       defaultAgentId: defaultAgentId(config.agents.list),
       defaultModel: config.agents.defaults.model,
       agents: config.agents.list.map((a) => a.id),
-      connectors: Object.entries(config.connectors).map(([channel, c]) => ({
-        channel,
-        deliverUrl: !!c.deliverUrl,
-        secretSet: typeof (env as unknown as Record<string, unknown>)[c.secretEnv] === "string",
-      })),
+      connectors: Object.entries(config.connectors).map(([channel, c]) => connectorStatus(channel, c, env)),
+      // Messages the connectors' access rules refused, per channel and reason (never turns).
+      access: { refused, pendingPairingCodes: pending },
       queue: config.session.queue,
       // Deferred records D1 refused again and again; `records.dead` lists them.
       deadRecords,

@@ -1,10 +1,11 @@
 /**
  * Operator RPC (`POST /rpc/:method`, SPEC §13 and §17 "RPC parameters"): every method by name.
  * Each declares a strict zod schema for its params (unknown params are a 400) and returns the
- * payload; the methods live with their resource (gateway.ts, sessions.ts, runs.ts).
+ * payload; the methods live with their resource (gateway.ts, sessions.ts, runs.ts, connectors.ts).
  */
 import { ownEntry } from "../config/lookup";
 import { ApiError, parseInput } from "../http/errors";
+import { CONNECTOR_METHODS } from "./connectors";
 import { GATEWAY_METHODS } from "./gateway";
 import type { Method, RpcContext } from "./method";
 import { RUN_METHODS } from "./runs";
@@ -12,7 +13,12 @@ import { SESSION_METHODS } from "./sessions";
 
 export type { RpcContext };
 
-export const METHODS: Record<string, Method> = { ...GATEWAY_METHODS, ...SESSION_METHODS, ...RUN_METHODS };
+export const METHODS: Record<string, Method> = {
+  ...GATEWAY_METHODS,
+  ...SESSION_METHODS,
+  ...RUN_METHODS,
+  ...CONNECTOR_METHODS,
+};
 
 export async function callMethod(name: string, rawParams: unknown, ctx: RpcContext): Promise<unknown> {
   const m = ownEntry(METHODS, name);

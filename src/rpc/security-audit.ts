@@ -11,7 +11,10 @@
  * (id, severity, setting, message saying what to change), most severe first.
  */
 import { resolveModelRef } from "../agent/models";
+import { accessOf, accountIdsOf, accountOf } from "../config/connectors";
 import type { Config } from "../config/schema";
+import { platformOf } from "../connectors/registry";
+import type { Account } from "../connectors/types";
 import { agentMainKey } from "../keys/session-key";
 
 export type Severity = "high" | "medium" | "low" | "info";
@@ -129,6 +132,54 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
   checkStrength("HOOKS_TOKEN", "HOOKS_TOKEN");
 
   const connectors = Object.entries(config.connectors).map(([channel, c]) => {
+    const access = accessOf(c);
+    if (access.dmPolicy === "open" && c.type !== "webhook") {
+      warn({
+        id: "connector-open",
+        severity: "medium",
+        setting: `connectors.${channel}.dmPolicy`,
+        message: `connector "${channel}" answers anyone who writes to the bot (dmPolicy "open"): every message is a model call; "pairing" lets an operator approve each sender`,
+      });
+    }
+    if (c.type !== "webhook") {
+      // Each account's secrets, by env name, and whether they are set.
+      const named = (accountIdsOf(c) ?? []).flatMap((accountId) => {
+        const account = accountOf(c, accountId);
+        if (!account) return [];
+        return platformOf(c)
+          .secretNames(account as Account)
+          .map((n) => ({ ...n, accountId }));
+      });
+      const secretsOf: Array<{ name: string; accountId: string; set: boolean; required: boolean }> = [];
+      for (const n of named) {
+        const set = secretValue(env, n.env) !== undefined;
+        secrets.push({
+          name: n.env,
+          purpose: `connector "${channel}" (${c.type}, account ${n.accountId}): ${n.path}`,
+          set,
+          required: n.required,
+        });
+        checkStrength(n.env, `connectors.${channel}.${n.path}`);
+        if (!set && n.required) {
+          warn({
+            id: "connector-secret-missing",
+            severity: "medium",
+            setting: `connectors.${channel}.${n.path}`,
+            message: `${n.env} is not set: /connectors/${channel} answers 503 until it is (wrangler secret put ${n.env})`,
+          });
+        }
+        secretsOf.push({ name: n.env, accountId: n.accountId, set, required: n.required });
+      }
+      return {
+        channel,
+        type: c.type,
+        webhook: `/connectors/${channel}`,
+        secretSet: secretsOf.every((x) => x.set || !x.required),
+        secrets: secretsOf,
+        accounts: accountIdsOf(c) ?? [],
+        access,
+      };
+    }
     const secretSet = secretValue(env, c.secretEnv) !== undefined;
     secrets.push({
       name: c.secretEnv,
@@ -155,10 +206,14 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
     }
     return {
       channel,
+      type: c.type,
+      webhook: `/hooks/inbound/${channel}`,
       secretEnv: c.secretEnv,
       secretSet,
+      secrets: [{ name: c.secretEnv, accountId: "*", set: secretSet, required: true }],
       deliverUrl: !!c.deliverUrl,
       ...(c.accounts ? { accounts: c.accounts } : {}),
+      access,
     };
   });
 
@@ -273,13 +328,18 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
     { ...operator("GET, POST", "/ui/*"), auth: "GATEWAY_TOKEN (login form, signed cookie)" },
     hookEndpoint("/hooks/agent"),
     hookEndpoint("/hooks/wake"),
-    ...connectors.map((c) => ({
-      method: "POST",
-      path: `/hooks/inbound/${c.channel}`,
-      auth: `signature (${c.secretEnv})`,
-      enabled: c.secretSet,
-      ...(c.secretSet ? {} : { reason: `${c.secretEnv} is not set` }),
-    })),
+    ...connectors.map((c) => {
+      const missing = c.secrets.filter((x) => x.required && !x.set).map((x) => x.name);
+      return {
+        method: "POST",
+        path: c.webhook,
+        auth: c.type === "webhook" ? `signature (${c.secretEnv})` : `${c.type} verification`,
+        enabled: c.secretSet,
+        ...(c.secretSet
+          ? {}
+          : { reason: `${missing.join(", ")} ${missing.length === 1 ? "is" : "are"} not set` }),
+      };
+    }),
   ];
 
   // ─── tools, visibility, policy ─────────────────────────────────────────────────────────────

@@ -30,6 +30,8 @@ export interface RunInput {
 
 export interface DeliveryRoute extends DeliveryContext {
   replyToMessageId?: string;
+  /** What a platform connector needs to answer this message (see connectors/types.ts); not in D1. */
+  replyContext?: string;
 }
 
 /** What the entry looks like when this request creates it. */

@@ -9,6 +9,7 @@ import { type AgentLoopResult, emptyCheckpoint, ProviderError, runAgentLoop } fr
 import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
 import { providerOptionsFor } from "../agent/thinking";
 import type { DeliveryContext, SessionRow } from "../db/queries";
+import { showActivity } from "../delivery/deliver";
 import type { RunOutcome, RunStatus } from "../runs/types";
 import { toolsForSession } from "../tools/registry";
 import type { ToolContext } from "../tools/types";
@@ -251,6 +252,8 @@ async function runTurn(
   const startedAt = progress.startedAt;
   const controller = new AbortController();
   a.live.current = { runId, controller };
+  // The chat sees the agent at work while the run lasts, where its platform can show it.
+  const stopActivity = req.deliver && req.route ? showActivity(req.route, config, a.env) : undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   if (req.timeoutSeconds && req.timeoutSeconds > 0) {
     const remaining = startedAt + req.timeoutSeconds * 1000 - Date.now();
@@ -411,6 +414,7 @@ async function runTurn(
     throw error;
   } finally {
     if (timer) clearTimeout(timer);
+    stopActivity?.();
     a.live.current = undefined;
   }
 }

@@ -34,6 +34,12 @@ const LOOKUPS = new Set([
   "agent.wait",
   "runs.get",
   "deliveries.retry",
+  // A connector by channel, a pairing code.
+  "pairing.approve",
+  "pairing.list",
+  "pairing.revoke",
+  "connectors.setup",
+  "connectors.check",
 ]);
 
 /** Refusals an operator call may get (SPEC §17); 413 for bodies over 1 MB. */
@@ -75,6 +81,10 @@ const PLAUSIBLE: Record<string, fc.Arbitrary<unknown>> = {
   deleteTranscript: fc.boolean(),
   timeoutMs: fc.constantFrom(0, 1),
   timeoutSeconds: fc.constantFrom(0, 60),
+  channel: fc.constantFrom("telegram", "slack", "nope"),
+  code: fc.constantFrom("ABCD2345", "nope"),
+  peerId: fc.constantFrom("1", "someone"),
+  url: fc.constantFrom("https://bot.example.com", "not a url"),
 };
 
 /** Values that might pass some schema: names, small numbers, booleans, null. */

@@ -211,9 +211,10 @@ describe("status", () => {
       defaultModel: "echo/echo",
       agents: [],
       connectors: [
-        { channel: "telegram", deliverUrl: true, secretSet: true },
-        { channel: "slack", deliverUrl: true, secretSet: true },
+        { channel: "telegram", type: "webhook", deliverUrl: true, secretSet: true },
+        { channel: "slack", type: "webhook", deliverUrl: true, secretSet: true },
       ],
+      access: { refused: {}, pendingPairingCodes: 0 },
       queue: { mode: "followup", cap: 50 },
       deadRecords: 0,
       maintenance: {},
@@ -224,7 +225,9 @@ describe("status", () => {
 
   it("says when a connector's secret is not set", async () => {
     const res = await rpcWithConfig({ connectors: { discord: { secretEnv: "DISCORD_SECRET" } } }, "status");
-    expect(res.payload.connectors).toEqual([{ channel: "discord", deliverUrl: false, secretSet: false }]);
+    expect(res.payload.connectors).toEqual([
+      { channel: "discord", type: "webhook", deliverUrl: false, secretSet: false },
+    ]);
   });
 });
 

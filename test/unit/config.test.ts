@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { accessOf } from "../../src/config/connectors";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load";
 import { ignoredSettings } from "../../src/config/notices";
 import { type Config, ConfigSchema } from "../../src/config/schema";
@@ -162,9 +163,13 @@ describe("parseConfig", () => {
       api: "openai-compatible",
       baseUrl: "http://127.0.0.1:11434/v1",
     });
+    // A connector without a type is the signed bridge, as before platforms existed.
     expect(config.connectors.telegram).toEqual({
+      type: "webhook",
       deliverUrl: "https://bridge.example/deliver",
       secretEnv: "TELEGRAM_CONNECTOR_SECRET",
+      allowFrom: [],
+      groups: { policy: "open", allow: [] },
     });
     expect(config.cron.jobs).toEqual([
       {
@@ -539,5 +544,39 @@ describe("an OpenClaw config's settings", () => {
     ).toEqual([
       'config.session.sendPolicy.rules[0].match.provider: is the older name of `channel`; give one of them (got channel "a" and provider "b")',
     ]);
+  });
+});
+
+describe("platform connectors' config", () => {
+  it("takes a platform by type with its defaults: the API's base URL, the default account, pairing", () => {
+    const config = parseConfig(
+      "{ connectors: { tg: { type: 'telegram', botTokenEnv: 'TG_TOKEN', webhookSecretEnv: 'TG_SECRET', botUsername: '@helper_bot' } } }",
+    );
+    expect(config.connectors.tg).toMatchObject({
+      type: "telegram",
+      botUsername: "helper_bot",
+      apiBaseUrl: "https://api.telegram.org",
+      accountId: "default",
+      accounts: {},
+    });
+    expect(accessOf(config.connectors.tg!)).toEqual({
+      dmPolicy: "pairing",
+      allowFrom: [],
+      groups: { policy: "open", allow: [], requireMention: true },
+    });
+  });
+
+  it("names what is wrong: an unknown type, a missing secret name, a bad public key", () => {
+    expect(problemsOf("{ connectors: { x: { type: 'irc', secretEnv: 'X' } } }")[0]).toMatch(
+      /^config\.connectors\.x\.type: must be one of "webhook", "telegram", "slack", "discord", "whatsapp"/,
+    );
+    expect(problemsOf("{ connectors: { s: { type: 'slack', botTokenEnv: 'B' } } }")).toEqual([
+      "config.connectors.s.signingSecretEnv: is required",
+    ]);
+    expect(
+      problemsOf(
+        "{ connectors: { d: { type: 'discord', publicKey: 'nothex', applicationId: '123456' } } }",
+      )[0],
+    ).toMatch(/^config\.connectors\.d\.publicKey: must be the application's Ed25519 public key/);
   });
 });

@@ -1,0 +1,223 @@
+/**
+ * The one inbound pipeline (SPEC §4) after a connector has verified and normalized a message:
+ * resolve the agent and the session key, derive the run id (dedupe), and hand the message to
+ * the session's actor, which records the route and origin, applies freshness and reset,
+ * handles commands and queues the run. Both the signed bridge (`/hooks/inbound/:channel`) and
+ * the platform connectors (`/connectors/:channel`) end here; the answer never waits for a model.
+ */
+import { accessOf } from "../config/connectors";
+import { ownEntry } from "../config/lookup";
+import type { Config } from "../config/schema";
+import { type InboundMessage, messageText } from "../connectors/inbound-message";
+import { countRefusal, isPaired, offerPairingCode } from "../db/pairing";
+import { type DeliveryPayload, postDelivery } from "../delivery/deliver";
+import { ApiError, actorError } from "../http/errors";
+import { selectAgentId } from "../keys/agent-binding";
+import { runIdFor } from "../keys/run-id";
+import {
+  normalizeAccountId,
+  normalizeAgentId,
+  resolveSessionKey,
+  sessionKindOf,
+  stripLegacyGroupPrefix,
+} from "../keys/session-key";
+import { decideAccess, newPairingCode, pairingNotice, type Refusal } from "../policy/access";
+
+export interface InboundAccepted {
+  ok: true;
+  sessionKey: string;
+  sessionId: string;
+  runId: string;
+  status: "queued" | "duplicate" | "command";
+}
+
+/** A message the connector's access rules refused: never a turn (SPEC §18 "Access"). */
+export interface InboundRefused {
+  ok: true;
+  sessionKey: string;
+  status: "refused";
+  reason: Refusal;
+}
+
+/** What a connector knows of a message beyond SPEC §4's fields. */
+export interface InboundContext {
+  /** The platform's id of the message a reply answers (default: the messageId). */
+  replyTo?: string;
+  /** What the connector's sender needs to answer it (an interaction token), kept out of D1. */
+  replyContext?: string;
+  /** The message mentions the bot or replies to it (`groups.requireMention`). */
+  mentioned?: boolean;
+  /** Work that may outlast the answer (a pairing notice). */
+  waitUntil(work: Promise<unknown>): void;
+}
+
+export async function acceptInbound(
+  env: Env,
+  config: Config,
+  channel: string,
+  msg: InboundMessage,
+  target: InboundContext,
+): Promise<InboundAccepted | InboundRefused> {
+  const accountId = normalizeAccountId(msg.accountId);
+  const peerId = msg.chatType === "direct" ? msg.from : stripLegacyGroupPrefix(msg.groupId ?? "");
+  let agentId: string;
+  if (msg.agentId) {
+    agentId = normalizeAgentId(msg.agentId);
+    const ids = config.agents.list.map((a) => a.id);
+    if (ids.length && !ids.includes(agentId)) {
+      throw new ApiError(
+        "INVALID_REQUEST",
+        `\`agentId\` "${msg.agentId}" is not a configured agent (known: ${ids.join(", ")})`,
+      );
+    }
+  } else {
+    agentId = selectAgentId(
+      { channel, accountId, peer: { kind: msg.chatType, id: peerId } },
+      config.bindings,
+      config.agents.list,
+    );
+  }
+  let sessionKey: string;
+  try {
+    sessionKey = resolveSessionKey(
+      {
+        agentId,
+        channel,
+        accountId,
+        chatType: msg.chatType,
+        from: msg.from,
+        groupId: msg.groupId,
+        threadId: msg.threadId,
+        topic: msg.topic,
+      },
+      config.session,
+    );
+  } catch (error) {
+    throw new ApiError("INVALID_REQUEST", error instanceof Error ? error.message : String(error));
+  }
+
+  // Names its session (keys/run-id.ts): the run is recorded in D1 behind the ack, and a caller
+  // may ask about it at once. The same message is the same run, so a repeat is a duplicate.
+  const connector = ownEntry(config.connectors, channel);
+  if (connector) {
+    const reason = await decideAccess(
+      {
+        channel,
+        chatType: msg.chatType,
+        from: msg.from,
+        groupId: peerId,
+        mentioned: target.mentioned ?? false,
+      },
+      accessOf(connector),
+      config,
+      () => isPaired(env, channel, msg.from),
+    );
+    if (reason) {
+      await refuse(env, config, { channel, accountId, sessionKey, msg, reason }, target);
+      return { ok: true, sessionKey, status: "refused", reason };
+    }
+  }
+
+  const runId = await runIdFor(sessionKey, `inbound:${channel}:${accountId}:${msg.messageId}`);
+  const now = Date.now();
+  const to = msg.chatType === "direct" ? msg.from : (msg.groupId ?? "");
+  const label = msg.conversationLabel ?? msg.groupSubject ?? msg.groupChannel ?? msg.senderName;
+  const result = await env.SESSION_ACTOR.getByName(sessionKey).enqueue({
+    sessionKey,
+    runId,
+    trigger: "inbound",
+    inputs: [
+      {
+        text: messageText(msg),
+        provenance: { kind: "external_user", sourceChannel: channel },
+        messageId: msg.messageId,
+        ...(msg.senderName ? { senderName: msg.senderName } : {}),
+        timestamp: msg.timestamp ?? now,
+      },
+    ],
+    deliver: true,
+    route: {
+      channel,
+      accountId,
+      to,
+      ...(msg.threadId ? { threadId: msg.threadId } : {}),
+      replyToMessageId: target.replyTo ?? msg.messageId,
+      ...(target.replyContext ? { replyContext: target.replyContext } : {}),
+    },
+    origin: {
+      label,
+      provider: channel,
+      from: msg.from,
+      to: msg.to,
+      accountId,
+      threadId: msg.threadId,
+    },
+    init: {
+      agentId,
+      kind: sessionKindOf(sessionKey, config.session),
+      chatType: msg.chatType,
+      channel,
+      displayName: msg.chatType === "direct" ? (msg.conversationLabel ?? msg.senderName) : label,
+      subject: msg.groupSubject,
+    },
+    userInteraction: true,
+    hasThread: !!msg.threadId,
+    sender: { channel, id: msg.from },
+    inbound: { channel, accountId, messageId: msg.messageId },
+  });
+  if (!result.ok) throw actorError(result);
+  return { ok: true, sessionKey, sessionId: result.sessionId, runId: result.runId, status: result.status };
+}
+
+/** How many times a pairing notice is tried, and the longest wait between tries. */
+const NOTICE_TRIES = 3;
+const NOTICE_WAIT_MAX_MS = 5_000;
+
+/**
+ * A refused message is counted (`status`), and a sender refused for pairing gets one notice with
+ * a code an operator can approve, posted after the answer (a code already pending was noticed).
+ */
+async function refuse(
+  env: Env,
+  config: Config,
+  r: { channel: string; accountId: string; sessionKey: string; msg: InboundMessage; reason: Refusal },
+  target: InboundContext,
+): Promise<void> {
+  const now = Date.now();
+  await countRefusal(env, r.channel, r.reason, now);
+  if (r.reason !== "pairing") return;
+  const code = await offerPairingCode(env, {
+    channel: r.channel,
+    accountId: r.accountId,
+    peerId: r.msg.from,
+    code: newPairingCode(),
+    now,
+  });
+  if (!code) return;
+  const payload: DeliveryPayload = {
+    deliveryId: `pairing:${r.channel}:${code}`,
+    kind: "notice",
+    sessionKey: r.sessionKey,
+    channel: r.channel,
+    accountId: r.accountId,
+    to: r.msg.from,
+    text: pairingNotice(code),
+    replyToMessageId: target.replyTo ?? r.msg.messageId,
+  };
+  if (target.replyContext) payload.replyContext = target.replyContext;
+  target.waitUntil(
+    (async () => {
+      for (let tries = 1; ; tries++) {
+        const sent = await postDelivery(payload, config, env);
+        if (sent.ok) return;
+        if (sent.permanent || tries >= NOTICE_TRIES) {
+          console.error(`pairing notice to ${r.channel}:${r.msg.from} not sent: ${sent.error}`);
+          return;
+        }
+        await new Promise((resolve) =>
+          setTimeout(resolve, Math.min(sent.retryAfterMs ?? 1000 * tries, NOTICE_WAIT_MAX_MS)),
+        );
+      }
+    })(),
+  );
+}

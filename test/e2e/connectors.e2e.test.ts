@@ -1,0 +1,331 @@
+/**
+ * The platform connectors end to end against `wrangler dev` (SPEC §18): for each of Telegram,
+ * Slack, Discord and WhatsApp, a conversation of two messages signed exactly as the platform
+ * signs them, answered through a fake of the platform's API on 127.0.0.1; the platform's retry
+ * of the same event runs nothing twice; the platform's API failing for a while and then
+ * recovering loses nothing and doubles nothing; and a stranger on a pairing connector gets one
+ * notice until an operator approves them.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  type FakePlatform,
+  fakeDiscord,
+  fakeSlack,
+  fakeTelegram,
+  fakeWhatsApp,
+} from "../support/platform-fakes.ts";
+import {
+  DISCORD_TEST_KEY,
+  discordCommand,
+  discordRequest,
+  type SignedRequest,
+  slackEvent,
+  slackRequest,
+  telegramRequest,
+  telegramUpdate,
+  whatsappNotification,
+  whatsappRequest,
+} from "../support/platform-requests.ts";
+import { type Gateway, startGateway, waitFor } from "./support/gateway.ts";
+import { type PlatformServer, startPlatformServer } from "./support/platform-server.ts";
+
+const APP_ID = "1100000000000000001";
+const PHONE = "106540352242922";
+const VARS = {
+  TELEGRAM_BOT_TOKEN: "7000001:AAH-e2e-token",
+  TELEGRAM_WEBHOOK_SECRET: "e2e-telegram-webhook-secret",
+  SLACK_SIGNING_SECRET: "e2e-slack-signing-secret",
+  SLACK_BOT_TOKEN: "xoxb-e2e-token",
+  DISCORD_BOT_TOKEN: "e2e-discord-bot-token",
+  WHATSAPP_APP_SECRET: "e2e-whatsapp-app-secret",
+  WHATSAPP_VERIFY_TOKEN: "e2e-whatsapp-verify-token",
+  WHATSAPP_ACCESS_TOKEN: "EAAG-e2e-token",
+};
+
+let gw: Gateway;
+let server: PlatformServer;
+const telegram = fakeTelegram(VARS.TELEGRAM_BOT_TOKEN);
+const slack = fakeSlack(VARS.SLACK_BOT_TOKEN);
+const discord = fakeDiscord(APP_ID, VARS.DISCORD_BOT_TOKEN);
+const whatsapp = fakeWhatsApp(PHONE, VARS.WHATSAPP_ACCESS_TOKEN);
+
+beforeAll(async () => {
+  server = await startPlatformServer({
+    "/telegram": telegram,
+    "/slack": slack,
+    "/discord": discord,
+    "/graph": whatsapp,
+  });
+  const telegramBot = {
+    type: "telegram",
+    botTokenEnv: "TELEGRAM_BOT_TOKEN",
+    webhookSecretEnv: "TELEGRAM_WEBHOOK_SECRET",
+    botUsername: "helper_bot",
+    apiBaseUrl: server.base("/telegram"),
+  };
+  gw = await startGateway({
+    config: {
+      session: { dmScope: "per-channel-peer" },
+      delivery: { maxAttempts: 10, baseDelayMs: 200, maxDelayMs: 1000 },
+      connectors: {
+        telegram: { ...telegramBot, dmPolicy: "open" },
+        tgpair: telegramBot,
+        slack: {
+          type: "slack",
+          signingSecretEnv: "SLACK_SIGNING_SECRET",
+          botTokenEnv: "SLACK_BOT_TOKEN",
+          botUserId: "U0BOT",
+          apiBaseUrl: server.base("/slack"),
+          dmPolicy: "open",
+        },
+        discord: {
+          type: "discord",
+          publicKey: DISCORD_TEST_KEY.publicKey,
+          applicationId: APP_ID,
+          botTokenEnv: "DISCORD_BOT_TOKEN",
+          apiBaseUrl: server.base("/discord"),
+          dmPolicy: "open",
+        },
+        whatsapp: {
+          type: "whatsapp",
+          appSecretEnv: "WHATSAPP_APP_SECRET",
+          verifyTokenEnv: "WHATSAPP_VERIFY_TOKEN",
+          accessTokenEnv: "WHATSAPP_ACCESS_TOKEN",
+          phoneNumberId: PHONE,
+          apiBaseUrl: server.base("/graph"),
+          dmPolicy: "open",
+        },
+      },
+    },
+    vars: VARS,
+  });
+});
+
+afterAll(async () => {
+  await gw?.dispose();
+  await server?.close();
+});
+
+async function post(channel: string, req: SignedRequest, extra: Record<string, string> = {}) {
+  const res = await gw.fetch(`/connectors/${channel}`, {
+    method: "POST",
+    headers: { ...req.headers, ...extra },
+    body: req.body,
+  });
+  const text = await res.text();
+  return { status: res.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
+}
+
+async function historyOf(key: string): Promise<string[]> {
+  const h = await gw.call<{ messages: Array<{ role: string; content: Array<{ text?: string }> }> }>(
+    "chat.history",
+    {
+      sessionKey: key,
+    },
+  );
+  return h.messages.map((m) => `${m.role}:${m.content[0]?.text ?? ""}`);
+}
+
+/** Waits for `n` messages posted by the fake, then checks no more follow. */
+async function postedExactly(fake: FakePlatform, n: number) {
+  await waitFor(() => fake.posted().length >= n, 30_000, { what: `${n} posts to ${fake.name}` });
+  // A duplicate would come right after; give it the time the retries take.
+  await new Promise((r) => setTimeout(r, 1_500));
+  expect(fake.posted()).toHaveLength(n);
+  return fake.posted();
+}
+
+async function deliveredOnce(key: string, n: number) {
+  const list = await waitFor(
+    async () => {
+      const page = await gw.call<{ deliveries: Array<{ status: string; attempts: number }> }>(
+        "deliveries.list",
+        {
+          sessionKey: key,
+        },
+      );
+      return page.deliveries.length >= n && page.deliveries.every((d) => d.status === "delivered")
+        ? page
+        : undefined;
+    },
+    60_000,
+    { what: `${n} deliveries of ${key} delivered` },
+  );
+  expect(list.deliveries).toHaveLength(n);
+  return list.deliveries;
+}
+
+describe("Telegram", () => {
+  it("a conversation of two messages; a retried update runs once; 429 then 500s lose nothing", async () => {
+    const key = "agent:main:telegram:dm:31337";
+    const first = telegramUpdate({ from: 31337, text: "hello from telegram" });
+    expect(await post("telegram", telegramRequest(first, VARS.TELEGRAM_WEBHOOK_SECRET))).toMatchObject({
+      status: 200,
+    });
+    expect((await post("telegram", telegramRequest(first, VARS.TELEGRAM_WEBHOOK_SECRET))).status).toBe(200);
+    await postedExactly(telegram, 1);
+    telegram.fail(429, 1, 1);
+    telegram.fail(500, 3);
+    await post(
+      "telegram",
+      telegramRequest(telegramUpdate({ from: 31337, text: "and again" }), VARS.TELEGRAM_WEBHOOK_SECRET),
+    );
+    const posts = await postedExactly(telegram, 2);
+    expect(posts.map((p) => [p.body.chat_id, p.body.text])).toEqual([
+      ["31337", "echo: hello from telegram"],
+      ["31337", "echo: and again"],
+    ]);
+    expect(await historyOf(key)).toEqual([
+      "user:hello from telegram",
+      "assistant:echo: hello from telegram",
+      "user:and again",
+      "assistant:echo: and again",
+    ]);
+    const deliveries = await deliveredOnce(key, 2);
+    expect(Math.max(...deliveries.map((d) => d.attempts))).toBe(5);
+    expect((await post("telegram", telegramRequest(first, "wrong-secret"))).status).toBe(401);
+  });
+
+  it("pairing: a stranger gets one notice, no run, until approved", async () => {
+    const stranger = 4040;
+    const before = telegram.posted().length;
+    await post(
+      "tgpair",
+      telegramRequest(telegramUpdate({ from: stranger, text: "hi" }), VARS.TELEGRAM_WEBHOOK_SECRET),
+    );
+    await post(
+      "tgpair",
+      telegramRequest(telegramUpdate({ from: stranger, text: "hello?" }), VARS.TELEGRAM_WEBHOOK_SECRET),
+    );
+    await waitFor(() => telegram.posted().length > before, 15_000, { what: "the pairing notice" });
+    await new Promise((r) => setTimeout(r, 500));
+    const notices = telegram.posted().slice(before);
+    expect(notices).toHaveLength(1);
+    const code = /code is ([A-Z0-9]{8})/.exec(String(notices[0]?.body.text))?.[1] as string;
+    expect((await gw.rpc("sessions.get", { key: `agent:main:tgpair:dm:${stranger}` })).status).toBe(404);
+    expect(await gw.call("pairing.approve", { channel: "tgpair", code })).toMatchObject({
+      peerId: String(stranger),
+    });
+    await post(
+      "tgpair",
+      telegramRequest(telegramUpdate({ from: stranger, text: "now?" }), VARS.TELEGRAM_WEBHOOK_SECRET),
+    );
+    await waitFor(() => telegram.posted().length === before + 2, 15_000, {
+      what: "the reply after approval",
+    });
+    expect(telegram.posted().at(-1)?.body.text).toBe("echo: now?");
+    const status = await gw.call<{ access: { refused: Record<string, Record<string, number>> } }>("status");
+    expect(status.access.refused.tgpair?.pairing).toBe(2);
+  });
+});
+
+describe("Slack", () => {
+  it("a conversation in a thread; a retry (X-Slack-Retry-Num) runs once; 500s then recovery lose nothing", async () => {
+    const threadTs = "1700000000.000100";
+    const key = `agent:main:slack:channel:c0e2e:thread:${threadTs}`;
+    const first = slackEvent({
+      user: "U1",
+      channel: "C0E2E",
+      channelType: "channel",
+      text: "<@U0BOT> first",
+      threadTs,
+    });
+    expect((await post("slack", await slackRequest(first, VARS.SLACK_SIGNING_SECRET))).status).toBe(200);
+    expect(
+      (
+        await post("slack", await slackRequest(first, VARS.SLACK_SIGNING_SECRET), {
+          "x-slack-retry-num": "1",
+          "x-slack-retry-reason": "http_timeout",
+        })
+      ).status,
+    ).toBe(200);
+    await postedExactly(slack, 1);
+    slack.breakDown(500);
+    await post(
+      "slack",
+      await slackRequest(
+        slackEvent({
+          user: "U1",
+          channel: "C0E2E",
+          channelType: "channel",
+          text: "<@U0BOT> second",
+          threadTs,
+        }),
+        VARS.SLACK_SIGNING_SECRET,
+      ),
+    );
+    await waitFor(() => slack.calls.filter((c) => c.status === 500).length >= 2, 20_000, {
+      what: "two failed posts",
+    });
+    slack.recover();
+    const posts = await postedExactly(slack, 2);
+    expect(posts.map((p) => p.body)).toEqual([
+      { channel: "C0E2E", text: "echo: <@U0BOT> first", thread_ts: threadTs },
+      { channel: "C0E2E", text: "echo: <@U0BOT> second", thread_ts: threadTs },
+    ]);
+    expect(await historyOf(key)).toHaveLength(4);
+    await deliveredOnce(key, 2);
+  });
+});
+
+describe("Discord", () => {
+  it("a conversation by slash command: deferred, then the original response edited; a retried interaction runs once; a 429 is waited out", async () => {
+    const key = "agent:main:discord:channel:1300000000000000042";
+    const at = {
+      applicationId: APP_ID,
+      user: "1500000000000000042",
+      channelId: "1300000000000000042",
+      guildId: "1400000000000000042",
+    };
+    const first = discordCommand({ ...at, text: "first question" });
+    expect(await post("discord", await discordRequest(first))).toMatchObject({
+      status: 200,
+      json: { type: 5 },
+    });
+    expect(await post("discord", await discordRequest(first))).toMatchObject({
+      status: 200,
+      json: { type: 5 },
+    });
+    await postedExactly(discord, 1);
+    discord.fail(429, 1, 1);
+    discord.fail(500, 2);
+    const second = discordCommand({ ...at, text: "second question" });
+    await post("discord", await discordRequest(second));
+    const posts = await postedExactly(discord, 2);
+    expect(posts.map((p) => [p.method, p.path, p.body.content])).toEqual([
+      ["PATCH", `/webhooks/${APP_ID}/${first.token}/messages/@original`, "echo: first question"],
+      ["PATCH", `/webhooks/${APP_ID}/${second.token}/messages/@original`, "echo: second question"],
+    ]);
+    expect(await historyOf(key)).toHaveLength(4);
+    await deliveredOnce(key, 2);
+  });
+});
+
+describe("WhatsApp", () => {
+  it("the handshake, then a conversation; a redelivered message runs once; 500s then recovery lose nothing", async () => {
+    const challenge = await gw.fetch(
+      `/connectors/whatsapp?hub.mode=subscribe&hub.verify_token=${VARS.WHATSAPP_VERIFY_TOKEN}&hub.challenge=777`,
+    );
+    expect([challenge.status, await challenge.text()]).toEqual([200, "777"]);
+    const key = "agent:main:whatsapp:dm:15550002222";
+    const first = whatsappNotification({ phoneNumberId: PHONE, from: "15550002222", text: "hola" });
+    expect((await post("whatsapp", await whatsappRequest(first, VARS.WHATSAPP_APP_SECRET))).status).toBe(200);
+    expect((await post("whatsapp", await whatsappRequest(first, VARS.WHATSAPP_APP_SECRET))).status).toBe(200);
+    await postedExactly(whatsapp, 1);
+    whatsapp.fail(500, 3);
+    await post(
+      "whatsapp",
+      await whatsappRequest(
+        whatsappNotification({ phoneNumberId: PHONE, from: "15550002222", text: "otra vez" }),
+        VARS.WHATSAPP_APP_SECRET,
+      ),
+    );
+    const posts = await postedExactly(whatsapp, 2);
+    expect(posts.map((p) => (p.body.text as { body: string }).body)).toEqual([
+      "echo: hola",
+      "echo: otra vez",
+    ]);
+    expect(await historyOf(key)).toHaveLength(4);
+    await deliveredOnce(key, 2);
+  });
+});

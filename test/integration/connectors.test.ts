@@ -1,0 +1,572 @@
+/**
+ * The platform connectors in workerd (SPEC §18): each platform's signed webhook through the one
+ * inbound pipeline to a reply posted through the platform's API (fakes written from the
+ * platforms' documentation, test/support/platform-fakes.ts), with its session key, its thread or
+ * topic, dedupe of the platform's retries, access rules (pairing, requireMention), long replies
+ * split at the platform's limit, and the platform's failures classified.
+ */
+import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { app } from "../../src/http/app";
+import type { SessionActor } from "../../src/session/actor";
+import {
+  type FakePlatform,
+  fakeDiscord,
+  fakeSlack,
+  fakeTelegram,
+  fakeWhatsApp,
+} from "../support/platform-fakes";
+import {
+  DISCORD_TEST_KEY,
+  discordCommand,
+  discordRequest,
+  type SignedRequest,
+  slackEvent,
+  slackRequest,
+  telegramRequest,
+  telegramUpdate,
+  whatsappNotification,
+  whatsappRequest,
+} from "../support/platform-requests";
+import { actor, eventually, TOKEN } from "./support";
+
+const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
+const APP_ID = "1100000000000000001";
+const PHONE = "106540352242922";
+const VARS = {
+  TG_TOKEN: "7000001:AAH-test-token",
+  TG_SECRET: "tg-webhook-secret-0123456789",
+  SL_SIGNING: "slack-signing-secret-0123456789",
+  SL_TOKEN: "xoxb-test-token",
+  DC_TOKEN: "discord-bot-token",
+  WA_SECRET: "whatsapp-app-secret-0123456789",
+  WA_VERIFY: "whatsapp-verify-token",
+  WA_TOKEN: "EAAG-whatsapp-token",
+};
+const telegramBot = {
+  botTokenEnv: "TG_TOKEN",
+  webhookSecretEnv: "TG_SECRET",
+  botUsername: "helper_bot",
+  apiBaseUrl: "https://telegram.test",
+};
+const CONFIG = {
+  ...TEST_CONFIG,
+  session: { dmScope: "per-channel-peer" },
+  delivery: { maxAttempts: 8, baseDelayMs: 20, maxDelayMs: 100 },
+  commands: { owners: ["tgp:1"] },
+  connectors: {
+    ...(TEST_CONFIG.connectors as object),
+    tg: { type: "telegram", ...telegramBot, dmPolicy: "open" },
+    tgp: { type: "telegram", ...telegramBot },
+    sl: {
+      type: "slack",
+      signingSecretEnv: "SL_SIGNING",
+      botTokenEnv: "SL_TOKEN",
+      botUserId: "U0BOT",
+      apiBaseUrl: "https://slack.test/api",
+      dmPolicy: "open",
+    },
+    dc: {
+      type: "discord",
+      publicKey: DISCORD_TEST_KEY.publicKey,
+      applicationId: APP_ID,
+      botTokenEnv: "DC_TOKEN",
+      apiBaseUrl: "https://discord.test/api/v10",
+      dmPolicy: "open",
+    },
+    wa: {
+      type: "whatsapp",
+      appSecretEnv: "WA_SECRET",
+      verifyTokenEnv: "WA_VERIFY",
+      accessTokenEnv: "WA_TOKEN",
+      phoneNumberId: PHONE,
+      apiBaseUrl: "https://graph.test/v21.0",
+      dmPolicy: "open",
+    },
+  },
+};
+const ENV = { ...env, ...VARS, SWITCHBOARD_CONFIG: JSON.stringify(CONFIG) } as Env;
+
+let telegram: FakePlatform;
+let slack: FakePlatform;
+let discord: ReturnType<typeof fakeDiscord>;
+let whatsapp: FakePlatform;
+
+beforeEach(() => {
+  telegram = fakeTelegram(VARS.TG_TOKEN);
+  slack = fakeSlack(VARS.SL_TOKEN);
+  discord = fakeDiscord(APP_ID, VARS.DC_TOKEN);
+  whatsapp = fakeWhatsApp(PHONE, VARS.WA_TOKEN);
+  const fakes: Array<[string, FakePlatform]> = [
+    ["https://telegram.test", telegram],
+    ["https://slack.test/api", slack],
+    ["https://discord.test/api/v10", discord],
+    ["https://graph.test/v21.0", whatsapp],
+  ];
+  const real = globalThis.fetch;
+  vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+    const req = new Request(input, init);
+    const fake = fakes.find(([base]) => req.url.startsWith(base));
+    return fake ? fake[1].handle(req, fake[0]) : real(input, init);
+  });
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+/** The session's actor runs with this file's config and secrets (call before its first message). */
+async function prepare(...keys: string[]) {
+  for (const key of keys) {
+    await runInDurableObject(actor(key), (instance: SessionActor) => {
+      (instance as unknown as { env: Env }).env = ENV;
+    });
+  }
+}
+
+async function post(path: string, req: SignedRequest, extra: Record<string, string> = {}) {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(
+    new Request(`http://gw.test${path}`, {
+      method: "POST",
+      headers: { ...req.headers, ...extra },
+      body: req.body,
+    }),
+    ENV,
+    ctx,
+  );
+  const text = await res.text();
+  await waitOnExecutionContext(ctx);
+  return { status: res.status, text, json: text ? (JSON.parse(text) as Record<string, unknown>) : undefined };
+}
+
+async function rpc<T = Record<string, unknown>>(method: string, params: unknown = {}) {
+  const res = await app.fetch(
+    new Request(`http://gw.test/rpc/${method}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify(params),
+    }),
+    ENV,
+    createExecutionContext(),
+  );
+  return {
+    status: res.status,
+    ...((await res.json()) as { ok: boolean; payload: T; error?: { code: string; message: string } }),
+  };
+}
+
+const posted = (fake: FakePlatform) => fake.posted();
+
+describe("Telegram", () => {
+  it("answers a private message once, in its chat, under the documented key; the same update twice runs once", async () => {
+    const key = "agent:main:tg:dm:4242";
+    await prepare(key);
+    const update = telegramUpdate({ from: 4242, text: "hello bot" });
+    const first = await post("/connectors/tg", telegramRequest(update, VARS.TG_SECRET));
+    expect(first).toMatchObject({ status: 200, json: {} });
+    await eventually(async () => posted(telegram).length === 1);
+    const call = posted(telegram)[0]!;
+    expect(call.path).toBe(`/bot${VARS.TG_TOKEN}/sendMessage`);
+    expect(call.body).toMatchObject({
+      chat_id: "4242",
+      text: "echo: hello bot",
+      reply_parameters: { message_id: update.message.message_id },
+    });
+    // The typing indicator was shown while the run went on.
+    expect(telegram.calls.some((c) => c.path.endsWith("/sendChatAction") && c.body.action === "typing")).toBe(
+      true,
+    );
+    // Telegram retries an update it did not see acknowledged: same update_id, one run.
+    expect((await post("/connectors/tg", telegramRequest(update, VARS.TG_SECRET))).status).toBe(200);
+    const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
+    expect(history.payload.messages).toHaveLength(2);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(posted(telegram)).toHaveLength(1);
+  });
+
+  it("refuses a request without the secret token with 401 and stores nothing", async () => {
+    const update = telegramUpdate({ from: 4343, text: "let me in" });
+    const res = await post("/connectors/tg", telegramRequest(update, "not-the-secret"));
+    expect(res.status).toBe(401);
+    expect((await rpc("sessions.get", { key: "agent:main:tg:dm:4343" })).status).toBe(404);
+    expect(telegram.calls).toHaveLength(0);
+  });
+
+  it("in a group, runs only what mentions the bot; a forum topic is the thread and the reply stays in it", async () => {
+    const chat = { id: -1001234, type: "supergroup", title: "Team", is_forum: true };
+    const topicKey = "agent:main:tg:group:-1001234:topic:77";
+    await prepare(topicKey, "agent:main:tg:group:-1001234");
+    const quiet = await post(
+      "/connectors/tg",
+      telegramRequest(telegramUpdate({ from: 5, chat, threadId: 77, text: "just chatting" }), VARS.TG_SECRET),
+    );
+    expect(quiet.status).toBe(200);
+    const asked = await post(
+      "/connectors/tg",
+      telegramRequest(
+        telegramUpdate({ from: 5, chat, threadId: 77, text: "@helper_bot what time is it?" }),
+        VARS.TG_SECRET,
+      ),
+    );
+    expect(asked.status).toBe(200);
+    await eventually(async () => posted(telegram).length === 1);
+    expect(posted(telegram)[0]!.body).toMatchObject({ chat_id: "-1001234", message_thread_id: 77 });
+    const history = await rpc<{ messages: Array<{ content: Array<{ text: string }> }> }>("chat.history", {
+      sessionKey: topicKey,
+    });
+    expect(history.payload.messages.map((m) => m.content[0]?.text)).toEqual([
+      "@helper_bot what time is it?",
+      "echo: @helper_bot what time is it?",
+    ]);
+    const status = await rpc<{ access: { refused: Record<string, Record<string, number>> } }>("status");
+    expect(status.payload.access.refused.tg?.mention).toBeGreaterThanOrEqual(1);
+  });
+
+  it("pairing: a stranger gets one notice with a code and no model call; once approved, the next message runs", async () => {
+    const key = "agent:main:tgp:dm:9001";
+    await prepare(key);
+    await post(
+      "/connectors/tgp",
+      telegramRequest(telegramUpdate({ from: 9001, text: "hi?" }), VARS.TG_SECRET),
+    );
+    await post(
+      "/connectors/tgp",
+      telegramRequest(telegramUpdate({ from: 9001, text: "hello??" }), VARS.TG_SECRET),
+    );
+    expect(posted(telegram)).toHaveLength(1);
+    const notice = String(posted(telegram)[0]!.body.text);
+    const code = /code is ([A-Z0-9]{8})/.exec(notice)?.[1];
+    expect(code).toBeDefined();
+    expect((await rpc("sessions.get", { key })).status).toBe(404);
+    const listed = await rpc<{ pending: Array<{ code: string; peerId: string }> }>("pairing.list", {
+      channel: "tgp",
+    });
+    expect(listed.payload.pending).toEqual([expect.objectContaining({ code, peerId: "9001" })]);
+    expect(await rpc("pairing.approve", { channel: "tgp", code })).toMatchObject({
+      status: 200,
+      payload: { peerId: "9001" },
+    });
+    expect((await rpc("pairing.approve", { channel: "tgp", code })).status).toBe(404);
+    await post(
+      "/connectors/tgp",
+      telegramRequest(telegramUpdate({ from: 9001, text: "now?" }), VARS.TG_SECRET),
+    );
+    await eventually(async () => posted(telegram).length === 2);
+    expect(posted(telegram)[1]!.body.text).toBe("echo: now?");
+    // Revoked, it is a stranger again (its old code was used: a new one is offered).
+    expect(await rpc("pairing.revoke", { channel: "tgp", peerId: "9001" })).toMatchObject({
+      payload: { revoked: true },
+    });
+    await post(
+      "/connectors/tgp",
+      telegramRequest(telegramUpdate({ from: 9001, text: "still?" }), VARS.TG_SECRET),
+    );
+    await eventually(async () => posted(telegram).length === 3);
+    expect(String(posted(telegram)[2]!.body.text)).toMatch(/pairing code/);
+  });
+
+  it("a reply of 10,000 characters arrives in order, each part within 4096", async () => {
+    const key = "agent:main:tg:dm:777";
+    await prepare(key);
+    const text = Array.from({ length: 1800 }, (_, i) => `word${i}`)
+      .join(" ")
+      .slice(0, 10_000);
+    await post("/connectors/tg", telegramRequest(telegramUpdate({ from: 777, text }), VARS.TG_SECRET));
+    await eventually(async () => posted(telegram).length >= 3);
+    const parts = posted(telegram).map((c) => String(c.body.text));
+    expect(parts.every((p) => p.length <= 4096)).toBe(true);
+    expect(parts.join(" ").replace(/\s+/g, " ")).toBe(`echo: ${text}`.replace(/\s+/g, " "));
+  });
+
+  it("429 (retry_after) and then 500s lose nothing and double nothing", async () => {
+    const key = "agent:main:tg:dm:888";
+    await prepare(key);
+    telegram.fail(429, 1, 1);
+    telegram.fail(500, 3);
+    await post(
+      "/connectors/tg",
+      telegramRequest(telegramUpdate({ from: 888, text: "through the storm" }), VARS.TG_SECRET),
+    );
+    const delivered = await eventually(async () => {
+      const list = await rpc<{
+        deliveries: Array<{ sessionKey: string; status: string; attempts: number; lastError?: string }>;
+      }>("deliveries.list", { sessionKey: key });
+      const d = list.payload.deliveries[0];
+      return d?.status === "delivered" ? d : undefined;
+    }, 8_000);
+    expect(delivered.attempts).toBe(5);
+    expect(posted(telegram).map((c) => c.body.text)).toEqual(["echo: through the storm"]);
+    const attempts = telegram.calls.filter((c) => c.path.endsWith("/sendMessage"));
+    // The 429's retry_after (1 s) was waited out before the next attempt.
+    expect(attempts.map((c) => c.status)).toEqual([429, 500, 500, 500, 200]);
+  });
+});
+
+describe("Slack", () => {
+  it("answers url_verification with its challenge", async () => {
+    const res = await post(
+      "/connectors/sl",
+      await slackRequest({ type: "url_verification", token: "t", challenge: "abc123" }, VARS.SL_SIGNING),
+    );
+    expect(res).toMatchObject({ status: 200, json: { challenge: "abc123" } });
+  });
+
+  it("a DM is answered with chat.postMessage and the bot token; a retry (X-Slack-Retry-Num) runs nothing twice", async () => {
+    const key = "agent:main:sl:dm:u123";
+    await prepare(key);
+    const event = slackEvent({ user: "U123", channel: "D123", text: "hey" });
+    const req = await slackRequest(event, VARS.SL_SIGNING);
+    expect((await post("/connectors/sl", req)).status).toBe(200);
+    await eventually(async () => posted(slack).length === 1);
+    expect(posted(slack)[0]).toMatchObject({
+      path: "/chat.postMessage",
+      headers: expect.objectContaining({ authorization: `Bearer ${VARS.SL_TOKEN}` }),
+      body: { channel: "U123", text: "echo: hey" },
+    });
+    const retry = await slackRequest(event, VARS.SL_SIGNING);
+    expect(
+      (
+        await post("/connectors/sl", retry, {
+          "x-slack-retry-num": "1",
+          "x-slack-retry-reason": "http_timeout",
+        })
+      ).status,
+    ).toBe(200);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(posted(slack)).toHaveLength(1);
+  });
+
+  it("a badly signed event is 401 and leaves no trace", async () => {
+    const req = await slackRequest(slackEvent({ user: "U404", channel: "D404", text: "x" }), "wrong-secret");
+    expect((await post("/connectors/sl", req)).status).toBe(401);
+    expect((await rpc("sessions.get", { key: "agent:main:sl:dm:u404" })).status).toBe(404);
+  });
+
+  it("in a channel, only a mention runs, and the reply stays in the thread; message + app_mention run once", async () => {
+    const key = "agent:main:sl:channel:c777:thread:1700000000.000100";
+    await prepare(key, "agent:main:sl:channel:c777");
+    const chatter = slackEvent({
+      user: "U1",
+      channel: "C777",
+      channelType: "channel",
+      text: "lunch?",
+      threadTs: "1700000000.000100",
+    });
+    await post("/connectors/sl", await slackRequest(chatter, VARS.SL_SIGNING));
+    const ts = "1700000100.000200";
+    const text = "<@U0BOT> summarize the thread";
+    for (const e of [
+      slackEvent({
+        user: "U1",
+        channel: "C777",
+        channelType: "channel",
+        text,
+        ts,
+        threadTs: "1700000000.000100",
+      }),
+      slackEvent({
+        type: "app_mention",
+        user: "U1",
+        channel: "C777",
+        text,
+        ts,
+        threadTs: "1700000000.000100",
+      }),
+    ]) {
+      expect((await post("/connectors/sl", await slackRequest(e, VARS.SL_SIGNING))).status).toBe(200);
+    }
+    await eventually(async () => posted(slack).length === 1);
+    expect(posted(slack)[0]!.body).toEqual({
+      channel: "C777",
+      text: `echo: ${text}`,
+      thread_ts: "1700000000.000100",
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(posted(slack)).toHaveLength(1);
+  });
+
+  it("channel_not_found is dead at once with Slack's reason", async () => {
+    const key = "agent:main:sl:channel:cgone";
+    await prepare(key);
+    const e = slackEvent({
+      user: "U1",
+      channel: "CGONE",
+      channelType: "channel",
+      text: "<@U0BOT> still there?",
+    });
+    await post("/connectors/sl", await slackRequest(e, VARS.SL_SIGNING));
+    const dead = await eventually(async () => {
+      const list = await rpc<{ deliveries: Array<{ status: string; lastError?: string; attempts: number }> }>(
+        "deliveries.list",
+        { sessionKey: key },
+      );
+      return list.payload.deliveries.find((d) => d.status === "dead");
+    });
+    expect(dead).toMatchObject({ attempts: 1, lastError: expect.stringContaining("channel_not_found") });
+  });
+});
+
+describe("Discord", () => {
+  it("answers PING with PONG and refuses a bad signature with 401", async () => {
+    expect(
+      await post("/connectors/dc", await discordRequest({ id: "1", type: 1, application_id: APP_ID })),
+    ).toMatchObject({
+      status: 200,
+      json: { type: 1 },
+    });
+    const req = await discordRequest({ id: "1", type: 1, application_id: APP_ID });
+    const tampered = { ...req, body: req.body.replace("}", ',"extra":1}') };
+    expect((await post("/connectors/dc", tampered)).status).toBe(401);
+  });
+
+  it("a slash command is deferred at once, and the reply edits the original response, further parts following it", async () => {
+    const key = "agent:main:dc:channel:1300000000000000077";
+    await prepare(key);
+    const text = Array.from({ length: 900 }, (_, i) => `token${i}`)
+      .join(" ")
+      .slice(0, 5_000);
+    const interaction = discordCommand({
+      applicationId: APP_ID,
+      user: "1500000000000000001",
+      text,
+      channelId: "1300000000000000077",
+      guildId: "1400000000000000001",
+    });
+    const res = await post("/connectors/dc", await discordRequest(interaction));
+    expect(res).toMatchObject({ status: 200, json: { type: 5 } });
+    await eventually(async () => posted(discord).length === 3);
+    const calls = posted(discord);
+    expect(calls[0]).toMatchObject({
+      method: "PATCH",
+      path: `/webhooks/${APP_ID}/${interaction.token}/messages/@original`,
+    });
+    expect(
+      calls
+        .slice(1)
+        .every((c) => c.method === "POST" && c.path === `/webhooks/${APP_ID}/${interaction.token}`),
+    ).toBe(true);
+    expect(calls.every((c) => String(c.body.content).length <= 2000)).toBe(true);
+    expect(
+      calls
+        .map((c) => c.body.content)
+        .join(" ")
+        .replace(/\s+/g, " "),
+    ).toBe(`echo: ${text}`.replace(/\s+/g, " "));
+  });
+
+  it("once the interaction token is no longer valid, the reply goes to the channel with the bot token", async () => {
+    const key = "agent:main:dc:dm:1600000000000000002";
+    await prepare(key);
+    const interaction = discordCommand({
+      applicationId: APP_ID,
+      user: "1600000000000000002",
+      text: "late answer",
+      channelId: "1700000000000000002",
+    });
+    discord.expire(interaction.token);
+    await post("/connectors/dc", await discordRequest(interaction));
+    await eventually(async () => posted(discord).length === 1);
+    expect(posted(discord)[0]).toMatchObject({
+      method: "POST",
+      path: "/channels/1700000000000000002/messages",
+      headers: expect.objectContaining({ authorization: `Bot ${VARS.DC_TOKEN}` }),
+      body: { content: "echo: late answer" },
+    });
+  });
+});
+
+describe("WhatsApp", () => {
+  it("answers the verification handshake", async () => {
+    const url = (token: string) =>
+      `http://gw.test/connectors/wa?hub.mode=subscribe&hub.verify_token=${token}&hub.challenge=8421`;
+    const ok = await app.fetch(new Request(url(VARS.WA_VERIFY)), ENV, createExecutionContext());
+    expect([ok.status, await ok.text()]).toEqual([200, "8421"]);
+    expect((await app.fetch(new Request(url("nope")), ENV, createExecutionContext())).status).toBe(403);
+  });
+
+  it("a text message is answered through /<phoneNumberId>/messages; another type gets the only-text notice", async () => {
+    const key = "agent:main:wa:dm:16315551181";
+    await prepare(key);
+    const note = whatsappNotification({ phoneNumberId: PHONE, from: "16315551181", text: "hola" });
+    expect((await post("/connectors/wa", await whatsappRequest(note, VARS.WA_SECRET))).status).toBe(200);
+    // The same message again (WhatsApp retries): one run.
+    expect((await post("/connectors/wa", await whatsappRequest(note, VARS.WA_SECRET))).status).toBe(200);
+    await eventually(async () => posted(whatsapp).length === 1);
+    expect(posted(whatsapp)[0]).toMatchObject({
+      path: `/${PHONE}/messages`,
+      body: { messaging_product: "whatsapp", to: "16315551181", type: "text", text: { body: "echo: hola" } },
+    });
+    const image = whatsappNotification({ phoneNumberId: PHONE, from: "16315551181", type: "image" });
+    expect((await post("/connectors/wa", await whatsappRequest(image, VARS.WA_SECRET))).status).toBe(200);
+    expect(posted(whatsapp)).toHaveLength(2);
+    expect((posted(whatsapp)[1]!.body.text as { body: string }).body).toMatch(/only text/);
+    const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
+    expect(history.payload.messages).toHaveLength(2);
+  });
+
+  it("a badly signed notification is 401", async () => {
+    const note = whatsappNotification({ phoneNumberId: PHONE, from: "1999", text: "x" });
+    expect((await post("/connectors/wa", await whatsappRequest(note, "wrong"))).status).toBe(401);
+  });
+});
+
+describe("setup, checks and the audit", () => {
+  it("connectors.setup registers Telegram's webhook with its secret and Discord's command; connectors.check asks who the bot is", async () => {
+    const tg = await rpc<{ ok: boolean; reports: Array<{ ok: boolean; detail: string }> }>(
+      "connectors.setup",
+      {
+        channel: "tg",
+        url: "https://bot.example.com",
+      },
+    );
+    expect(tg.payload.ok).toBe(true);
+    expect(telegram.calls.find((c) => c.path.endsWith("/setWebhook"))?.body).toEqual({
+      url: "https://bot.example.com/connectors/tg",
+      secret_token: VARS.TG_SECRET,
+      allowed_updates: ["message", "channel_post"],
+    });
+    const dc = await rpc<{ ok: boolean }>("connectors.setup", {
+      channel: "dc",
+      url: "https://bot.example.com",
+    });
+    expect(dc.payload.ok).toBe(true);
+    expect(discord.commands).toEqual([
+      expect.objectContaining({
+        name: "ask",
+        options: [expect.objectContaining({ name: "message", required: true })],
+      }),
+    ]);
+    const sl = await rpc<{ reports: Array<{ detail: string }> }>("connectors.setup", {
+      channel: "sl",
+      url: "https://bot.example.com",
+    });
+    expect(sl.payload.reports[0]?.detail).toContain("https://bot.example.com/connectors/sl");
+    const check = await rpc<{ reports: Array<{ channel: string; ok: boolean; detail: string }> }>(
+      "connectors.check",
+    );
+    expect(check.payload.reports.find((r) => r.channel === "tg")).toMatchObject({
+      ok: true,
+      detail: expect.stringContaining("@helper_bot"),
+    });
+    expect(check.payload.reports.find((r) => r.channel === "sl")).toMatchObject({
+      ok: true,
+      detail: expect.stringContaining("U0BOT"),
+    });
+  });
+
+  it("security.audit lists each connector's type, secrets set (names only) and access policy", async () => {
+    const audit = await rpc<{ connectors: Array<Record<string, unknown>> }>("security.audit");
+    const tgp = audit.payload.connectors.find((c) => c.channel === "tgp");
+    expect(tgp).toMatchObject({
+      type: "telegram",
+      secrets: [
+        { name: "TG_TOKEN", set: true, required: true, accountId: "default" },
+        { name: "TG_SECRET", set: true, required: true, accountId: "default" },
+      ],
+      access: { dmPolicy: "pairing", groups: { policy: "open", requireMention: true } },
+    });
+    expect(JSON.stringify(audit.payload)).not.toContain(VARS.TG_TOKEN);
+  });
+});

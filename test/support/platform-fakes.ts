@@ -1,0 +1,348 @@
+/**
+ * Fakes of the chat platforms' APIs, written from their public documentation: Telegram's Bot API
+ * (`/bot<token>/sendMessage`, `sendChatAction`, `setWebhook`, `getMe`), Slack's Web API
+ * (`chat.postMessage`, `auth.test`), Discord's HTTP API (interaction webhooks, channel messages,
+ * command registration, `users/@me`) and WhatsApp's Cloud API (`/<phone number id>/messages`).
+ * Each answers as the platform does, success and error shapes alike, checks the credentials it
+ * was given and the platform's length limits, and records every call. A test scripts failures:
+ * the next N calls answer a status (a 429 with the platform's own wait, a 500), or every call
+ * does until the fake is told to recover.
+ *
+ * A fake is a `(Request) => Promise<Response>` handler: workerd tests put it behind a fetch spy,
+ * end-to-end tests behind a loopback HTTP server (test/e2e/support/platform-server.ts).
+ */
+
+export interface PlatformCall {
+  method: string;
+  /** The path after the API base, e.g. `/bot123:abc/sendMessage`. */
+  path: string;
+  headers: Record<string, string>;
+  body: Record<string, unknown>;
+  /** The status the fake answered. */
+  status: number;
+}
+
+export type Failure = { status: number; retryAfterSeconds?: number };
+
+type Handler = (
+  call: PlatformCall,
+  url: URL,
+) => { status: number; body: unknown; headers?: Record<string, string> };
+
+export class FakePlatform {
+  readonly calls: PlatformCall[] = [];
+  private script: Failure[] = [];
+  private down: Failure | undefined;
+
+  constructor(
+    readonly name: string,
+    private readonly route: Handler,
+    private readonly failureBody: (f: Failure) => { body: unknown; headers?: Record<string, string> },
+  ) {}
+
+  /** The next `n` message posts answer `status` (429s carry `retryAfterSeconds`). */
+  fail(status: number, n: number, retryAfterSeconds?: number): void {
+    for (let i = 0; i < n; i++)
+      this.script.push({ status, ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) });
+  }
+
+  /** Every message post answers `status` until `recover()`. */
+  breakDown(status: number): void {
+    this.down = { status };
+  }
+
+  recover(): void {
+    this.down = undefined;
+  }
+
+  /** Calls that posted a message (not typing, setup or checks), answered 2xx. */
+  posted(): PlatformCall[] {
+    return this.calls.filter((c) => c.status < 300 && this.isPost(c));
+  }
+
+  isPost(c: PlatformCall): boolean {
+    return (
+      /sendMessage$|chat\.postMessage$|\/messages(\/@original)?$|\/webhooks\/\d+\/[^/]+$/.test(c.path) &&
+      c.method !== "GET"
+    );
+  }
+
+  async handle(req: Request, base: string): Promise<Response> {
+    const url = new URL(req.url);
+    const path = url.pathname.slice(new URL(base).pathname.replace(/\/+$/, "").length);
+    const text = await req.text();
+    let body: Record<string, unknown> = {};
+    try {
+      body = text ? (JSON.parse(text) as Record<string, unknown>) : {};
+    } catch {
+      body = { raw: text };
+    }
+    const headers: Record<string, string> = {};
+    req.headers.forEach((v, k) => {
+      headers[k] = v;
+    });
+    const call: PlatformCall = { method: req.method, path, headers, body, status: 0 };
+    this.calls.push(call);
+    const failure = this.isPost(call) ? (this.script.shift() ?? this.down) : undefined;
+    let answer: { status: number; body: unknown; headers?: Record<string, string> };
+    if (failure) {
+      const f = this.failureBody(failure);
+      answer = { status: failure.status, ...f };
+    } else {
+      answer = this.route(call, url);
+    }
+    call.status = answer.status;
+    return new Response(JSON.stringify(answer.body), {
+      status: answer.status,
+      headers: { "content-type": "application/json", ...answer.headers },
+    });
+  }
+}
+
+let ids = 1000;
+
+/** Telegram's Bot API (core.telegram.org/bots/api): answers `{ok, result}` or `{ok: false, error_code, description}`. */
+export function fakeTelegram(token: string, bot = { id: 7000001, username: "helper_bot" }): FakePlatform {
+  const error = (code: number, description: string, extra: Record<string, unknown> = {}) => ({
+    status: code,
+    body: { ok: false, error_code: code, description, ...extra },
+  });
+  return new FakePlatform(
+    "telegram",
+    (call) => {
+      const m = /^\/bot([^/]+)\/(\w+)$/.exec(call.path);
+      if (!m) return error(404, "Not Found");
+      if (m[1] !== token) return error(401, "Unauthorized");
+      const b = call.body;
+      switch (m[2]) {
+        case "sendMessage": {
+          const text = String(b.text ?? "");
+          if (!b.chat_id) return error(400, "Bad Request: chat_id is empty");
+          if (text.length === 0) return error(400, "Bad Request: message text is empty");
+          if (text.length > 4096) return error(400, "Bad Request: message is too long");
+          if (String(b.chat_id) === "404404") return error(400, "Bad Request: chat not found");
+          return {
+            status: 200,
+            body: {
+              ok: true,
+              result: {
+                message_id: ids++,
+                chat: { id: Number(b.chat_id) },
+                date: Math.floor(Date.now() / 1000),
+                text,
+              },
+            },
+          };
+        }
+        case "sendChatAction":
+          return { status: 200, body: { ok: true, result: true } };
+        case "setWebhook":
+          return b.url
+            ? { status: 200, body: { ok: true, result: true, description: "Webhook was set" } }
+            : error(400, "Bad Request: bad webhook");
+        case "getMe":
+          return {
+            status: 200,
+            body: {
+              ok: true,
+              result: { id: bot.id, is_bot: true, first_name: "Helper", username: bot.username },
+            },
+          };
+        default:
+          return error(404, "Not Found: method not found");
+      }
+    },
+    (f) =>
+      f.status === 429
+        ? {
+            body: {
+              ok: false,
+              error_code: 429,
+              description: `Too Many Requests: retry after ${f.retryAfterSeconds ?? 1}`,
+              parameters: { retry_after: f.retryAfterSeconds ?? 1 },
+            },
+          }
+        : { body: { ok: false, error_code: f.status, description: "Internal Server Error" } },
+  );
+}
+
+/** Slack's Web API (api.slack.com/web): HTTP 200 with `{ok: false, error}` for most errors; 429 with Retry-After. */
+export function fakeSlack(
+  token: string,
+  bot = { userId: "U0BOT", user: "helper", team: "Acme" },
+): FakePlatform {
+  return new FakePlatform(
+    "slack",
+    (call) => {
+      if (call.headers.authorization !== `Bearer ${token}`)
+        return { status: 200, body: { ok: false, error: "invalid_auth" } };
+      switch (call.path) {
+        case "/chat.postMessage": {
+          const text = String(call.body.text ?? "");
+          if (!call.body.channel) return { status: 200, body: { ok: false, error: "channel_not_found" } };
+          if (String(call.body.channel) === "CGONE")
+            return { status: 200, body: { ok: false, error: "channel_not_found" } };
+          if (String(call.body.channel) === "COUT")
+            return { status: 200, body: { ok: false, error: "not_in_channel" } };
+          if (!text) return { status: 200, body: { ok: false, error: "no_text" } };
+          if (text.length > 40_000) return { status: 200, body: { ok: false, error: "msg_too_long" } };
+          const ts = `${Math.floor(Date.now() / 1000)}.${String(ids++).padStart(6, "0")}`;
+          return {
+            status: 200,
+            body: {
+              ok: true,
+              channel: call.body.channel,
+              ts,
+              message: { text, ts, thread_ts: call.body.thread_ts },
+            },
+          };
+        }
+        case "/auth.test":
+          return {
+            status: 200,
+            body: {
+              ok: true,
+              url: "https://acme.slack.com/",
+              team: bot.team,
+              user: bot.user,
+              team_id: "T1",
+              user_id: bot.userId,
+            },
+          };
+        default:
+          return { status: 404, body: { ok: false, error: "unknown_method" } };
+      }
+    },
+    (f) =>
+      f.status === 429
+        ? {
+            body: { ok: false, error: "ratelimited" },
+            headers: { "retry-after": String(f.retryAfterSeconds ?? 1) },
+          }
+        : { body: { ok: false, error: "internal_error" } },
+  );
+}
+
+/**
+ * Discord's HTTP API (discord.com/developers/docs): interaction webhooks by token (a token can be
+ * expired with `expire(token)`: 401 Invalid Webhook Token), channel messages with `Bot <token>`.
+ */
+export function fakeDiscord(
+  applicationId: string,
+  botToken: string,
+): FakePlatform & { expire(token: string): void; commands: unknown[] } {
+  const expired = new Set<string>();
+  const commands: unknown[] = [];
+  const message = (content: string, channelId = "1") => ({
+    id: String(ids++),
+    channel_id: channelId,
+    content,
+    type: 0,
+  });
+  const tooLong = {
+    status: 400,
+    body: {
+      code: 50035,
+      message: "Invalid Form Body",
+      errors: {
+        content: { _errors: [{ code: "BASE_TYPE_MAX_LENGTH", message: "Must be 2000 or fewer in length." }] },
+      },
+    },
+  };
+  const fake = new FakePlatform(
+    "discord",
+    (call) => {
+      const content = String(call.body.content ?? "");
+      const hook = /^\/webhooks\/(\d+)\/([^/]+)(\/messages\/@original)?$/.exec(call.path);
+      if (hook) {
+        if (hook[1] !== applicationId || !hook[2] || expired.has(hook[2]))
+          return { status: 401, body: { message: "Invalid Webhook Token", code: 50027 } };
+        if (content.length > 2000) return tooLong;
+        return { status: 200, body: message(content) };
+      }
+      const channel = /^\/channels\/(\d+)\/messages$/.exec(call.path);
+      const authorized = call.headers.authorization === `Bot ${botToken}`;
+      if (channel) {
+        if (!authorized) return { status: 401, body: { message: "401: Unauthorized", code: 0 } };
+        if (content.length > 2000) return tooLong;
+        return { status: 200, body: message(content, channel[1]) };
+      }
+      if (call.path === `/applications/${applicationId}/commands` && call.method === "PUT") {
+        if (!authorized) return { status: 401, body: { message: "401: Unauthorized", code: 0 } };
+        commands.splice(0, commands.length, ...((call.body as unknown as unknown[]) ?? []));
+        return { status: 200, body: call.body };
+      }
+      if (call.path === "/users/@me") {
+        return authorized
+          ? { status: 200, body: { id: "1100", username: "helper", bot: true } }
+          : { status: 401, body: { message: "401: Unauthorized", code: 0 } };
+      }
+      return { status: 404, body: { message: "404: Not Found", code: 0 } };
+    },
+    (f) =>
+      f.status === 429
+        ? {
+            body: {
+              message: "You are being rate limited.",
+              retry_after: f.retryAfterSeconds ?? 1,
+              global: false,
+            },
+            headers: { "retry-after": String(f.retryAfterSeconds ?? 1) },
+          }
+        : { body: { message: "500: Internal Server Error", code: 0 } },
+  );
+  return Object.assign(fake, { expire: (token: string) => expired.add(token), commands });
+}
+
+/** WhatsApp's Cloud API (Graph API): `/<phone number id>/messages` with a Bearer token; Graph errors. */
+export function fakeWhatsApp(phoneNumberId: string, accessToken: string): FakePlatform {
+  const graphError = (status: number, code: number, message: string) => ({
+    status,
+    body: { error: { message, type: "OAuthException", code, fbtrace_id: "AbCdEf" } },
+  });
+  return new FakePlatform(
+    "whatsapp",
+    (call) => {
+      if (call.headers.authorization !== `Bearer ${accessToken}`)
+        return graphError(401, 190, "Invalid OAuth access token.");
+      if (call.path === `/${phoneNumberId}/messages` && call.method === "POST") {
+        const body = String((call.body.text as { body?: string } | undefined)?.body ?? "");
+        if (call.body.messaging_product !== "whatsapp")
+          return graphError(400, 100, "(#100) The parameter messaging_product is required.");
+        if (!body) return graphError(400, 100, "(#100) Param text['body'] is required.");
+        if (body.length > 4096)
+          return graphError(400, 100, "(#100) Param text['body'] must be at most 4096 characters long.");
+        return {
+          status: 200,
+          body: {
+            messaging_product: "whatsapp",
+            contacts: [{ input: call.body.to, wa_id: call.body.to }],
+            messages: [{ id: `wamid.${ids++}` }],
+          },
+        };
+      }
+      if (call.path === `/${phoneNumberId}` && call.method === "GET") {
+        return {
+          status: 200,
+          body: { display_phone_number: "+1 555-000-1111", verified_name: "Helper", id: phoneNumberId },
+        };
+      }
+      return graphError(404, 803, "Unknown path");
+    },
+    (f) =>
+      f.status === 429
+        ? {
+            body: { error: { message: "(#130429) Rate limit hit", type: "OAuthException", code: 130429 } },
+            headers: { "retry-after": String(f.retryAfterSeconds ?? 1) },
+          }
+        : {
+            body: {
+              error: {
+                message: "An unexpected error has occurred. Please retry your request later.",
+                type: "OAuthException",
+                code: 2,
+              },
+            },
+          },
+  );
+}

@@ -39,6 +39,11 @@
  *     whose 2,000-message transcripts were seeded before their actors existed: p50.
  * 12. Last, a fresh gateway with persistence on disk (the OS temp directory): 300 messages to
  *     new sessions, then 300 to the same sessions: CPU per message on disk.
+ * 13. Last of all, the chat platforms' webhook paths (bench/connectors.ts): a gateway of its own
+ *     with the signed bridge and a Telegram, Slack, Discord and WhatsApp connector (fakes of their
+ *     APIs on 127.0.0.1); each path takes one-at-a-time messages to existing sessions in
+ *     alternating blocks; workerd CPU per message (verification, run, reply) per path (bar: each
+ *     platform ≤ 1.3× the signed bridge's).
  *  2b. Run before 12 (informational, no bar): the gateway is restarted with `agents.defaults.model`
  *     `slow/m`, a fake OpenAI-compatible server on 127.0.0.1 that holds every call open, so runs
  *     are parked; then ack req/s and p50/p99 at c=32 for 1,000 messages to the 1,000 sessions of
@@ -61,6 +66,7 @@ import { promisify } from "node:util";
 import { type LocalServer, scratchDir } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
+import { benchConnectorPaths, PATHS } from "./connectors.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
 /**
@@ -1505,6 +1511,7 @@ async function main(): Promise<void> {
   // Last, so the sessions it creates and the restart do not change any earlier phase.
   const parked = await phaseAcksParked(healthzRps);
   await phaseDisk();
+  await phaseConnectorPaths();
   acksAlone = [
     ...acksAlone,
     `acks alone, existing sessions: ${((parked.existing / healthzRps) * 100).toFixed(1)}% of /healthz (informational; runs parked on a held model)`,
@@ -1609,6 +1616,35 @@ function printReport(totalS: number): void {
     for (const p of problems) out.push(`- ${p}`);
   }
   process.stdout.write(`${out.join("\n")}\n`);
+}
+
+/** Phase 13: each chat platform's webhook path beside the signed bridge's (bench/connectors.ts). */
+async function phaseConnectorPaths(): Promise<void> {
+  if (!startServer) throw new Error("launcher not loaded");
+  const dir = scratchDir("switchboard-bench-connectors-");
+  try {
+    const result = await benchConnectorPaths({ start: startServer, persistTo: dir, log });
+    const bridge = result.cpu.bridge;
+    for (const p of PATHS) {
+      row(
+        "13",
+        p === "bridge" ? "webhook path CPU per message: signed bridge" : `webhook path CPU per message: ${p}`,
+        `${result.cpu[p].toFixed(2)} ms`,
+        `${(result.cpu[p] / bridge).toFixed(2)}× the signed bridge; workerd CPU, verification + run + reply, ${result.blocks} blocks of ${result.block} per path, alternating`,
+      );
+    }
+    const worst = Math.max(...PATHS.filter((p) => p !== "bridge").map((p) => result.cpu[p] / bridge));
+    bars.push({
+      name: "each platform's webhook path ≤ 1.3× the signed bridge's CPU per message",
+      rule: "workerd CPU per message (platform) ÷ (signed bridge) ≤ 1.3",
+      actual: PATHS.filter((p) => p !== "bridge")
+        .map((p) => `${p} ${(result.cpu[p] / bridge).toFixed(2)}×`)
+        .join(", "),
+      pass: worst <= 1.3,
+    });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 let cleaning: Promise<void> | undefined;

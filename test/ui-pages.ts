@@ -9,5 +9,6 @@ export const UI_PAGES = [
   "/ui/runs",
   "/ui/deliveries",
   "/ui/jobs",
+  "/ui/pairing",
   "/ui/audit",
 ];

@@ -13,6 +13,7 @@ export const NAV = [
   ["/ui/runs", "Runs"],
   ["/ui/deliveries", "Deliveries"],
   ["/ui/jobs", "Jobs"],
+  ["/ui/pairing", "Pairing"],
   ["/ui/audit", "Audit"],
 ] as const;
 
@@ -23,6 +24,8 @@ export const NOTICES: Record<string, string> = {
   patched: "Settings saved.",
   retried: "Delivery queued again for a fresh round of attempts.",
   "retry-noop": "That delivery is still owed (pending or retrying): nothing to retry.",
+  approved: "Sender approved: their next message runs.",
+  revoked: "Sender revoked: their next message gets a new pairing code.",
 };
 
 export interface PageProps {

@@ -73,4 +73,22 @@ export const actions = new Hono<UiEnv>()
     });
     const back = safeNext(field(form, "next") ?? "/ui/deliveries");
     return c.redirect(withNotice(back, result.requeued ? "retried" : "retry-noop"), 303);
+  })
+
+  .post("/pairing/approve", async (c) => {
+    const form = await readForm(c);
+    await rpc(c, "pairing.approve", {
+      channel: requiredField(form, "channel"),
+      code: requiredField(form, "code"),
+    });
+    return c.redirect(withNotice("/ui/pairing", "approved"), 303);
+  })
+
+  .post("/pairing/revoke", async (c) => {
+    const form = await readForm(c);
+    await rpc(c, "pairing.revoke", {
+      channel: requiredField(form, "channel"),
+      peerId: requiredField(form, "peerId"),
+    });
+    return c.redirect(withNotice("/ui/pairing", "revoked"), 303);
   });

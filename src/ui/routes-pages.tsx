@@ -11,6 +11,7 @@ import { liveUrl, query, queryInt, rpc, type UiEnv, wantsFragment } from "./cont
 import { AuditPage, type AuditReport } from "./pages/audit";
 import { DeliveriesPage, type DeliveryRow } from "./pages/deliveries";
 import { type JobRow, JobsPage } from "./pages/jobs";
+import { type ApprovedSender, PairingPage, type PendingCode } from "./pages/pairing";
 import { type RunRow, RunsPage, RunsTable } from "./pages/runs";
 import { type SessionEntry, SessionLive, SessionPage, type TrackedRun } from "./pages/session";
 import { type SessionListRow, SessionsPage, SessionsTable } from "./pages/sessions";
@@ -102,6 +103,11 @@ export const pages = new Hono<UiEnv>()
   .get("/jobs", async (c) => {
     const { jobs } = await rpc<{ jobs: JobRow[] }>(c, "cron.list");
     return c.html(<JobsPage jobs={jobs} csrf={c.get("csrfToken")} />);
+  })
+
+  .get("/pairing", async (c) => {
+    const list = await rpc<{ pending: PendingCode[]; approved: ApprovedSender[] }>(c, "pairing.list");
+    return c.html(<PairingPage {...list} csrf={c.get("csrfToken")} notice={query(c, "notice")} />);
   })
 
   .get("/audit", async (c) => {

@@ -34,11 +34,20 @@ export class FakePlatform {
   private script: Failure[] = [];
   private down: Failure | undefined;
 
+  readonly name: string;
+  private readonly route: Handler;
+  private readonly failureBody: (f: Failure) => { body: unknown; headers?: Record<string, string> };
+
+  // Plain fields, not parameter properties: Node runs this file with type stripping only.
   constructor(
-    readonly name: string,
-    private readonly route: Handler,
-    private readonly failureBody: (f: Failure) => { body: unknown; headers?: Record<string, string> },
-  ) {}
+    name: string,
+    route: Handler,
+    failureBody: (f: Failure) => { body: unknown; headers?: Record<string, string> },
+  ) {
+    this.name = name;
+    this.route = route;
+    this.failureBody = failureBody;
+  }
 
   /** The next `n` message posts answer `status` (429s carry `retryAfterSeconds`). */
   fail(status: number, n: number, retryAfterSeconds?: number): void {

@@ -66,7 +66,8 @@ beforeAll(async () => {
   gw = await startGateway({
     config: {
       session: { dmScope: "per-channel-peer" },
-      delivery: { maxAttempts: 10, baseDelayMs: 200, maxDelayMs: 1000 },
+      // The default delivery settings (8 attempts, backoff from 1 s): a platform down for a
+      // minute must be survived with them.
       connectors: {
         telegram: { ...telegramBot, dmPolicy: "open" },
         tgpair: telegramBot,
@@ -217,6 +218,39 @@ describe("Telegram", () => {
     const status = await gw.call<{ access: { refused: Record<string, Record<string, number>> } }>("status");
     expect(status.access.refused.tgpair?.pairing).toBe(2);
   });
+});
+
+describe("a platform API answering 429 and then 500 for a minute", () => {
+  it("loses nothing and doubles nothing: the reply is delivered once when it recovers", async () => {
+    const key = "agent:main:telegram:dm:60060";
+    const before = telegram.posted().length;
+    telegram.fail(429, 1, 5);
+    telegram.breakDown(500);
+    const downAt = Date.now();
+    await post(
+      "telegram",
+      telegramRequest(
+        telegramUpdate({ from: 60060, text: "are you still there?" }),
+        VARS.TELEGRAM_WEBHOOK_SECRET,
+      ),
+    );
+    await waitFor(() => Date.now() - downAt >= 60_000, 70_000, {
+      intervalMs: 1_000,
+      what: "a minute of failures",
+    });
+    expect(telegram.posted().length).toBe(before);
+    telegram.recover();
+    const [delivery] = await deliveredOnce(key, 1);
+    expect(delivery?.attempts).toBeLessThanOrEqual(8);
+    const posts = telegram.posted().slice(before);
+    expect(posts.map((p) => p.body.text)).toEqual(["echo: are you still there?"]);
+    const attempts = telegram.calls.filter(
+      (c) => c.path.endsWith("/sendMessage") && c.body.chat_id === "60060",
+    );
+    expect(attempts[0]?.status).toBe(429);
+    // The 429's 5 s were waited out before the next attempt.
+    expect(attempts.length).toBe(delivery?.attempts);
+  }, 180_000);
 });
 
 describe("Slack", () => {

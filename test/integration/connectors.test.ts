@@ -512,6 +512,81 @@ describe("WhatsApp", () => {
   });
 });
 
+describe("a reply of 10,000 characters on every platform", () => {
+  const text = Array.from({ length: 1800 }, (_, i) => `word${i}`)
+    .join(" ")
+    .slice(0, 10_000);
+  const cases: Array<{
+    name: string;
+    limit: number;
+    key: string;
+    fake: () => FakePlatform;
+    send: () => Promise<unknown>;
+    partOf: (c: { body: Record<string, unknown> }) => string;
+  }> = [
+    {
+      name: "Slack (4000)",
+      limit: 4000,
+      key: "agent:main:sl:dm:ulong",
+      fake: () => slack,
+      send: async () =>
+        post(
+          "/connectors/sl",
+          await slackRequest(slackEvent({ user: "ULONG", channel: "DLONG", text }), VARS.SL_SIGNING),
+        ),
+      partOf: (c) => String(c.body.text),
+    },
+    {
+      name: "Discord (2000)",
+      limit: 2000,
+      key: "agent:main:dc:dm:1600000000000000099",
+      fake: () => discord,
+      send: async () =>
+        post(
+          "/connectors/dc",
+          await discordRequest(
+            discordCommand({
+              applicationId: APP_ID,
+              user: "1600000000000000099",
+              text,
+              channelId: "1700000000000000099",
+            }),
+          ),
+        ),
+      partOf: (c) => String(c.body.content),
+    },
+    {
+      name: "WhatsApp (4096)",
+      limit: 4096,
+      key: "agent:main:wa:dm:15550009999",
+      fake: () => whatsapp,
+      send: async () =>
+        post(
+          "/connectors/wa",
+          await whatsappRequest(
+            whatsappNotification({ phoneNumberId: PHONE, from: "15550009999", text }),
+            VARS.WA_SECRET,
+          ),
+        ),
+      partOf: (c) => String((c.body.text as { body: string }).body),
+    },
+  ];
+  for (const c of cases) {
+    it(`${c.name}: in order, every part within the limit, nothing lost or doubled`, async () => {
+      await prepare(c.key);
+      await c.send();
+      const expected = `echo: ${text}`.replace(/\s+/g, " ");
+      await eventually(
+        async () => c.fake().posted().map(c.partOf).join(" ").replace(/\s+/g, " ").length >= expected.length,
+      );
+      const parts = c.fake().posted().map(c.partOf);
+      expect(parts.length).toBeGreaterThan(2);
+      expect(parts.every((p) => p.length <= c.limit)).toBe(true);
+      expect(parts.join(" ").replace(/\s+/g, " ")).toBe(expected);
+    });
+  }
+});
+
 describe("setup, checks and the audit", () => {
   it("connectors.setup registers Telegram's webhook with its secret and Discord's command; connectors.check asks who the bot is", async () => {
     const tg = await rpc<{ ok: boolean; reports: Array<{ ok: boolean; detail: string }> }>(

@@ -65,14 +65,20 @@ export function registerConnectorCommands(program: Command, io: CliIo): void {
       "register the webhook where the platform has an API for it, or print what to paste where (RPC connectors.setup)",
     )
     .argument("<channel>", "the connector's channel (connectors.<channel> in the config)")
-    .requiredOption(
-      "--url <base>",
-      "the gateway's public base URL, e.g. https://switchboard.example.workers.dev",
+    .argument(
+      "[base]",
+      "the public base URL the platform posts to (default: the gateway's --url, which is that URL for a deployed Worker)",
     )
     .option("--json", "print the raw payload as JSON")
-    .action(async (channel: string, _opts: unknown, cmd: Command) => {
-      const opts = cmd.optsWithGlobals<GlobalOptions & { url: string }>();
-      const answer = await clientFor(opts, io).call<Reports>("connectors.setup", { channel, url: opts.url });
+    .addHelpText(
+      "after",
+      "\nThe gateway's --url (or SWITCHBOARD_URL) is also the public base URL unless [base] is given:\n  switchboard connectors setup telegram --url https://switchboard.example.workers.dev\n  switchboard --url http://127.0.0.1:8787 connectors setup telegram https://my-tunnel.example.com",
+    )
+    .action(async (channel: string, base: string | undefined, _opts: unknown, cmd: Command) => {
+      const opts = cmd.optsWithGlobals<GlobalOptions>();
+      const url = base ?? opts.url ?? io.env.SWITCHBOARD_URL;
+      if (!url) throw new CliError(EXIT.usage, "no public base URL: pass --url <base> (or [base])");
+      const answer = await clientFor(opts, io).call<Reports>("connectors.setup", { channel, url });
       output(io, opts, answer, () => reportsText(answer));
       failedReports(answer);
     });

@@ -39,7 +39,14 @@ interface StatusPayload {
   defaultAgentId?: string;
   defaultModel?: string;
   agents?: string[];
-  connectors?: Array<{ channel: string; deliverUrl: boolean; secretSet: boolean }>;
+  connectors?: Array<{
+    channel: string;
+    type?: string;
+    deliverUrl?: boolean;
+    secretSet?: boolean;
+    accounts?: Array<{ accountId: string; secretsSet: boolean }>;
+  }>;
+  access?: { refused?: Record<string, Record<string, number>>; pendingPairingCodes?: number };
   queue?: { mode: string; cap?: number };
   maintenance?: Record<string, { lastRun: TaskRun; lastWork?: TaskRun }>;
   jobs?: Job[];
@@ -73,6 +80,19 @@ function lastStatusText(job: Job): string {
   if (last.skipped) return `skipped: ${last.skipped}`;
   const status = last.status ?? "queued";
   return `${status}${last.late ? " (late)" : ""}${last.error ? `: ${last.error}` : ""}`;
+}
+
+/** Refused messages per channel and reason, and codes waiting for approval. */
+function accessText(access: StatusPayload["access"]): string | undefined {
+  if (!access) return undefined;
+  const refused = Object.entries(access.refused ?? {}).map(
+    ([channel, reasons]) =>
+      `${channel}: ${Object.entries(reasons)
+        .map(([reason, n]) => `${n} ${reason}`)
+        .join(", ")}`,
+  );
+  const pending = access.pendingPairingCodes ?? 0;
+  return `${refused.length ? `refused ${refused.join("; ")}` : "nothing refused"}${pending ? `; ${pending} pairing code${pending === 1 ? "" : "s"} waiting (switchboard pairing list)` : ""}`;
 }
 
 export function jobsTable(jobs: Job[], style: TimeStyle): string {
@@ -110,14 +130,16 @@ export function statusText(p: StatusPayload, url: string, style: TimeStyle): str
       "connectors",
       p.connectors?.length
         ? p.connectors
-            .map(
-              (c) =>
-                `${c.channel} (${c.deliverUrl ? "deliverUrl set" : "no deliverUrl"}, ${c.secretSet ? "secret set" : "SECRET MISSING"})`,
+            .map((c) =>
+              c.type && c.type !== "webhook"
+                ? `${c.channel} (${c.type}, ${c.accounts?.every((a) => a.secretsSet) ? "secrets set" : "SECRETS MISSING"})`
+                : `${c.channel} (${c.deliverUrl ? "deliverUrl set" : "no deliverUrl"}, ${c.secretSet ? "secret set" : "SECRET MISSING"})`,
             )
             .join(", ")
         : "none",
     ],
     ["jobs", `${p.jobs?.length ?? 0}${p.jobs?.length ? " (switchboard jobs)" : ""}`],
+    ["access", accessText(p.access)],
   );
   const out = [keyValues(head)];
   const tasks = Object.entries(p.maintenance ?? {});

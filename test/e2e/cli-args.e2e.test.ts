@@ -356,3 +356,84 @@ describe("tail", () => {
     expect(r.sleeps).toEqual([]);
   });
 });
+
+describe("connectors and pairing", () => {
+  const report = (ok: boolean, detail: string) => ({
+    channel: "telegram",
+    type: "telegram",
+    accountId: "default",
+    ok,
+    detail,
+  });
+
+  it("connectors setup registers the gateway's own --url, or the public [base] given", async () => {
+    const r = await runCli(["connectors", "setup", "telegram", "--url", "https://bot.example.com"], () =>
+      ok({
+        ok: true,
+        reports: [
+          report(
+            true,
+            "setWebhook: Telegram now posts updates to https://bot.example.com/connectors/telegram",
+          ),
+        ],
+      }),
+    );
+    expect(r.code).toBe(0);
+    expect(r.requests[0]).toMatchObject({
+      url: "https://bot.example.com/rpc/connectors.setup",
+      method: "connectors.setup",
+      params: { channel: "telegram", url: "https://bot.example.com" },
+    });
+    expect(r.stdout).toContain("ok   telegram (telegram): setWebhook");
+    const tunnel = await runCli(["connectors", "setup", "telegram", "https://tunnel.example.com"], () =>
+      ok({ ok: true, reports: [] }),
+    );
+    expect(tunnel.requests[0]).toMatchObject({
+      url: `${FAKE_URL}/rpc/connectors.setup`,
+      params: { url: "https://tunnel.example.com" },
+    });
+  });
+
+  it("a platform that says no prints its reports and exits 1", async () => {
+    const r = await runCli(["connectors", "check"], () =>
+      ok({ ok: false, reports: [report(false, "getMe: unreachable")] }),
+    );
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain("FAIL telegram (telegram): getMe: unreachable");
+    expect(oneLine(r.stderr)).toBe("switchboard: 1 of 1 failed");
+  });
+
+  it("pairing approve and revoke call their RPC methods; list prints both tables", async () => {
+    const approve = await runCli(["pairing", "approve", "telegram", "K7QH3M2P"], () =>
+      ok({ channel: "telegram", peerId: "42" }),
+    );
+    expect(approve.requests[0]).toMatchObject({
+      method: "pairing.approve",
+      params: { channel: "telegram", code: "K7QH3M2P" },
+    });
+    expect(approve.stdout).toContain("approved 42 on telegram");
+    const revoke = await runCli(["pairing", "revoke", "telegram", "42"], () => ok({ revoked: true }));
+    expect(revoke.requests[0]).toMatchObject({
+      method: "pairing.revoke",
+      params: { channel: "telegram", peerId: "42" },
+    });
+    const list = await runCli(["pairing", "list", "--channel", "telegram"], () =>
+      ok({
+        pending: [
+          {
+            channel: "telegram",
+            code: "K7QH3M2P",
+            accountId: "default",
+            peerId: "42",
+            createdAt: Date.now(),
+            expiresAt: Date.now() + 3_600_000,
+          },
+        ],
+        approved: [],
+      }),
+    );
+    expect(list.requests[0]).toMatchObject({ method: "pairing.list", params: { channel: "telegram" } });
+    expect(list.stdout).toContain("K7QH3M2P");
+    expect(list.stdout).toContain("no approved senders");
+  });
+});

@@ -13,9 +13,7 @@ import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-serve
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 import { startPlatformServer } from "../test/e2e/support/platform-server.ts";
-import { fakeDiscord, fakeSlack, fakeTelegram, fakeWhatsApp } from "../test/support/platform-fakes.ts";
 import {
-  DISCORD_TEST_KEY,
   discordCommand,
   discordRequest,
   type SignedRequest,
@@ -26,20 +24,18 @@ import {
   whatsappNotification,
   whatsappRequest,
 } from "../test/support/platform-requests.ts";
+import {
+  APP_ID,
+  PHONE,
+  PLATFORM_SECRETS,
+  platformConnectors,
+  platformFakes,
+} from "../test/support/platform-world.ts";
 
-const APP_ID = "1100000000000000001";
-const PHONE = "106540352242922";
 const SECRETS = {
+  ...PLATFORM_SECRETS,
   GATEWAY_TOKEN: "bench-connectors-token",
   BRIDGE_SECRET: "bench-bridge-secret",
-  TG_TOKEN: "7000001:AAH-bench",
-  TG_SECRET: "bench-telegram-webhook-secret",
-  SL_SIGNING: "bench-slack-signing-secret",
-  SL_TOKEN: "xoxb-bench",
-  DC_TOKEN: "bench-discord-bot",
-  WA_SECRET: "bench-whatsapp-app-secret",
-  WA_VERIFY: "bench-whatsapp-verify",
-  WA_TOKEN: "EAAG-bench",
 };
 /** Senders per path: the warm-up makes their sessions, the blocks reuse them. */
 const PEERS = 10;
@@ -78,10 +74,7 @@ export async function benchConnectorPaths(opts: {
 }): Promise<ConnectorBench> {
   const rounds = opts.rounds ?? 6;
   const block = opts.block ?? 40;
-  const telegram = fakeTelegram(SECRETS.TG_TOKEN);
-  const slack = fakeSlack(SECRETS.SL_TOKEN);
-  const discord = fakeDiscord(APP_ID, SECRETS.DC_TOKEN);
-  const whatsapp = fakeWhatsApp(PHONE, SECRETS.WA_TOKEN);
+  const { telegram, slack, discord, whatsapp } = platformFakes();
   const platforms = await startPlatformServer({
     "/telegram": telegram,
     "/slack": slack,
@@ -94,41 +87,9 @@ export async function benchConnectorPaths(opts: {
     vars: SECRETS,
     config: {
       session: { dmScope: "per-channel-peer", queue: { cap: 1000 } },
-      // Long replies stay off: one part per reply on every path.
       connectors: {
         bridge: { deliverUrl: bridge.url, secretEnv: "BRIDGE_SECRET" },
-        telegram: {
-          type: "telegram",
-          botTokenEnv: "TG_TOKEN",
-          webhookSecretEnv: "TG_SECRET",
-          apiBaseUrl: platforms.base("/telegram"),
-          dmPolicy: "open",
-        },
-        slack: {
-          type: "slack",
-          signingSecretEnv: "SL_SIGNING",
-          botTokenEnv: "SL_TOKEN",
-          botUserId: "U0BOT",
-          apiBaseUrl: platforms.base("/slack"),
-          dmPolicy: "open",
-        },
-        discord: {
-          type: "discord",
-          publicKey: DISCORD_TEST_KEY.publicKey,
-          applicationId: APP_ID,
-          botTokenEnv: "DC_TOKEN",
-          apiBaseUrl: platforms.base("/discord"),
-          dmPolicy: "open",
-        },
-        whatsapp: {
-          type: "whatsapp",
-          appSecretEnv: "WA_SECRET",
-          verifyTokenEnv: "WA_VERIFY",
-          accessTokenEnv: "WA_TOKEN",
-          phoneNumberId: PHONE,
-          apiBaseUrl: platforms.base("/graph"),
-          dmPolicy: "open",
-        },
+        ...platformConnectors((p) => platforms.base(p === "whatsapp" ? "/graph" : `/${p}`)),
       },
     },
   });
@@ -158,14 +119,14 @@ export async function benchConnectorPaths(opts: {
       case "telegram":
         return {
           path: "/connectors/telegram",
-          req: telegramRequest(telegramUpdate({ from: 100 + peer, text }), SECRETS.TG_SECRET),
+          req: telegramRequest(telegramUpdate({ from: 100 + peer, text }), SECRETS.TELEGRAM_WEBHOOK_SECRET),
         };
       case "slack":
         return {
           path: "/connectors/slack",
           req: await slackRequest(
             slackEvent({ user: `U${peer}`, channel: `D${peer}`, text }),
-            SECRETS.SL_SIGNING,
+            SECRETS.SLACK_SIGNING_SECRET,
           ),
         };
       case "discord":
@@ -185,7 +146,7 @@ export async function benchConnectorPaths(opts: {
           path: "/connectors/whatsapp",
           req: await whatsappRequest(
             whatsappNotification({ phoneNumberId: PHONE, from: `1555000${peer}`, text }),
-            SECRETS.WA_SECRET,
+            SECRETS.WHATSAPP_APP_SECRET,
           ),
         };
     }

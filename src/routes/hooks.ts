@@ -20,7 +20,6 @@ import { requireHooksToken } from "../auth/bearer";
 import { stableUuid } from "../auth/signature";
 import { accountIdsOf } from "../config/connectors";
 import { loadConfig } from "../config/load";
-import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
 import { getSession, type SessionRow } from "../db/queries";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
@@ -32,9 +31,9 @@ import {
   hookSessionKey,
   normalizeAccountId,
   normalizeAgentId,
-  normalizeChannel,
   UNKNOWN_KEY,
 } from "../keys/session-key";
+import { connectorOf } from "../rpc/connectors";
 import { priorRunOf } from "../rpc/runs";
 import { entryInitOf, initFromKey } from "../runs/entry-init";
 import type { DeliveryRoute, EnqueueRequest, WaitResult } from "../runs/types";
@@ -129,15 +128,7 @@ function routeFor(
 ): DeliveryRoute | undefined {
   if (body.channel !== undefined && body.to !== undefined) {
     if (body.deliver === false) return undefined;
-    const channel = normalizeChannel(body.channel);
-    const connector = ownEntry(config.connectors, channel);
-    if (!connector) {
-      const known = Object.keys(config.connectors);
-      throw new ApiError(
-        "INVALID_REQUEST",
-        `\`channel\` "${body.channel}" has no connector (${known.length ? `configured: ${known.join(", ")}` : "none are configured"})`,
-      );
-    }
+    const { channel, connector } = connectorOf(config, body.channel, "INVALID_REQUEST");
     const accounts = accountIdsOf(connector);
     const accountId = normalizeAccountId(
       body.accountId ?? (connector.type === "webhook" ? undefined : connector.accountId),

@@ -16,14 +16,21 @@ import { Key, type Method, method } from "./method";
 
 const Channel = z.string().trim().min(1).max(64);
 
-/** The configured connector of `channel`, or a 404 naming the configured ones. */
-function connectorOf(config: Config, given: string) {
+/**
+ * The configured connector a `channel` argument names, or an error (404 for a lookup, 400 where
+ * the channel is a field of something else) naming the configured ones.
+ */
+export function connectorOf(
+  config: Config,
+  given: string,
+  code: "NOT_FOUND" | "INVALID_REQUEST" = "NOT_FOUND",
+) {
   const channel = normalizeChannel(given);
   const connector = ownEntry(config.connectors, channel);
   if (!connector) {
     const known = Object.keys(config.connectors);
     throw new ApiError(
-      "NOT_FOUND",
+      code,
       `\`channel\` "${given}" has no connector (${known.length ? `configured: ${known.join(", ")}` : "none are configured"})`,
     );
   }

@@ -5,6 +5,7 @@
  * apply; this module only says what they produce.
  */
 import type { Config } from "../config/schema";
+import type { DueSession } from "../db/maintenance";
 import type { DeliveryContext, Origin, SessionRow } from "../db/queries";
 import { chatTypeOfKey, isSubagentKey } from "../keys/session-key";
 import { sessionChannel } from "../policy/send-policy";
@@ -80,17 +81,8 @@ export function resetEntry(
   };
 }
 
-export type ExpiryFields = Pick<
-  SessionRow,
-  | "key"
-  | "kind"
-  | "chatType"
-  | "channel"
-  | "lastChannel"
-  | "lastThreadId"
-  | "sessionStartedAt"
-  | "lastInteractionAt"
->;
+/** What an entry's expiry depends on: what the reset sweep reads of a due session. */
+export type ExpiryFields = Omit<DueSession, "expiresAt">;
 
 /** The reset policy of the entry, or undefined for kinds that time never resets. */
 function policyOf(entry: ExpiryFields, config: Config, inThread: boolean): ResetPolicy | undefined {

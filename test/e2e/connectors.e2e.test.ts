@@ -7,15 +7,8 @@
  * notice until an operator approves them.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { FakePlatform } from "../support/platform-fakes.ts";
 import {
-  type FakePlatform,
-  fakeDiscord,
-  fakeSlack,
-  fakeTelegram,
-  fakeWhatsApp,
-} from "../support/platform-fakes.ts";
-import {
-  DISCORD_TEST_KEY,
   discordCommand,
   discordRequest,
   type SignedRequest,
@@ -26,28 +19,20 @@ import {
   whatsappNotification,
   whatsappRequest,
 } from "../support/platform-requests.ts";
+import {
+  APP_ID,
+  PHONE,
+  platformConnectors,
+  platformFakes,
+  telegramBot,
+  PLATFORM_SECRETS as VARS,
+} from "../support/platform-world.ts";
 import { type Gateway, startGateway, waitFor } from "./support/gateway.ts";
 import { type PlatformServer, startPlatformServer } from "./support/platform-server.ts";
 
-const APP_ID = "1100000000000000001";
-const PHONE = "106540352242922";
-const VARS = {
-  TELEGRAM_BOT_TOKEN: "7000001:AAH-e2e-token",
-  TELEGRAM_WEBHOOK_SECRET: "e2e-telegram-webhook-secret",
-  SLACK_SIGNING_SECRET: "e2e-slack-signing-secret",
-  SLACK_BOT_TOKEN: "xoxb-e2e-token",
-  DISCORD_BOT_TOKEN: "e2e-discord-bot-token",
-  WHATSAPP_APP_SECRET: "e2e-whatsapp-app-secret",
-  WHATSAPP_VERIFY_TOKEN: "e2e-whatsapp-verify-token",
-  WHATSAPP_ACCESS_TOKEN: "EAAG-e2e-token",
-};
-
 let gw: Gateway;
 let server: PlatformServer;
-const telegram = fakeTelegram(VARS.TELEGRAM_BOT_TOKEN);
-const slack = fakeSlack(VARS.SLACK_BOT_TOKEN);
-const discord = fakeDiscord(APP_ID, VARS.DISCORD_BOT_TOKEN);
-const whatsapp = fakeWhatsApp(PHONE, VARS.WHATSAPP_ACCESS_TOKEN);
+const { telegram, slack, discord, whatsapp } = platformFakes();
 
 beforeAll(async () => {
   server = await startPlatformServer({
@@ -56,47 +41,13 @@ beforeAll(async () => {
     "/discord": discord,
     "/graph": whatsapp,
   });
-  const telegramBot = {
-    type: "telegram",
-    botTokenEnv: "TELEGRAM_BOT_TOKEN",
-    webhookSecretEnv: "TELEGRAM_WEBHOOK_SECRET",
-    botUsername: "helper_bot",
-    apiBaseUrl: server.base("/telegram"),
-  };
+  const base = (p: string) => server.base(p === "whatsapp" ? "/graph" : `/${p}`);
   gw = await startGateway({
     config: {
       session: { dmScope: "per-channel-peer" },
       // The default delivery settings (8 attempts, backoff from 1 s): a platform down for a
       // minute must be survived with them.
-      connectors: {
-        telegram: { ...telegramBot, dmPolicy: "open" },
-        tgpair: telegramBot,
-        slack: {
-          type: "slack",
-          signingSecretEnv: "SLACK_SIGNING_SECRET",
-          botTokenEnv: "SLACK_BOT_TOKEN",
-          botUserId: "U0BOT",
-          apiBaseUrl: server.base("/slack"),
-          dmPolicy: "open",
-        },
-        discord: {
-          type: "discord",
-          publicKey: DISCORD_TEST_KEY.publicKey,
-          applicationId: APP_ID,
-          botTokenEnv: "DISCORD_BOT_TOKEN",
-          apiBaseUrl: server.base("/discord"),
-          dmPolicy: "open",
-        },
-        whatsapp: {
-          type: "whatsapp",
-          appSecretEnv: "WHATSAPP_APP_SECRET",
-          verifyTokenEnv: "WHATSAPP_VERIFY_TOKEN",
-          accessTokenEnv: "WHATSAPP_ACCESS_TOKEN",
-          phoneNumberId: PHONE,
-          apiBaseUrl: server.base("/graph"),
-          dmPolicy: "open",
-        },
-      },
+      connectors: { ...platformConnectors(base), tgpair: telegramBot(base("telegram")) },
     },
     vars: VARS,
   });

@@ -12,13 +12,12 @@ import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
 import {
   type FakePlatform,
-  fakeDiscord,
+  type fakeDiscord,
   fakeSlack,
   fakeTelegram,
   fakeWhatsApp,
 } from "../support/platform-fakes";
 import {
-  DISCORD_TEST_KEY,
   discordCommand,
   discordRequest,
   type SignedRequest,
@@ -29,26 +28,23 @@ import {
   whatsappNotification,
   whatsappRequest,
 } from "../support/platform-requests";
+import {
+  APP_ID,
+  PHONE,
+  PLATFORM_SECRETS,
+  platformConnectors,
+  platformFakes,
+  telegramBot,
+} from "../support/platform-world";
 import { actor, eventually, TOKEN } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
-const APP_ID = "1100000000000000001";
-const PHONE = "106540352242922";
-const VARS = {
-  TG_TOKEN: "7000001:AAH-test-token",
-  TG_SECRET: "tg-webhook-secret-0123456789",
-  SL_SIGNING: "slack-signing-secret-0123456789",
-  SL_TOKEN: "xoxb-test-token",
-  DC_TOKEN: "discord-bot-token",
-  WA_SECRET: "whatsapp-app-secret-0123456789",
-  WA_VERIFY: "whatsapp-verify-token",
-  WA_TOKEN: "EAAG-whatsapp-token",
-};
-const telegramBot = {
-  botTokenEnv: "TG_TOKEN",
-  webhookSecretEnv: "TG_SECRET",
-  botUsername: "helper_bot",
-  apiBaseUrl: "https://telegram.test",
+const VARS = PLATFORM_SECRETS;
+const BASES = {
+  telegram: "https://telegram.test",
+  slack: "https://slack.test/api",
+  discord: "https://discord.test/api/v10",
+  whatsapp: "https://graph.test/v21.0",
 };
 const CONFIG = {
   ...TEST_CONFIG,
@@ -57,33 +53,9 @@ const CONFIG = {
   commands: { owners: ["tgp:1"] },
   connectors: {
     ...(TEST_CONFIG.connectors as object),
-    tg: { type: "telegram", ...telegramBot, dmPolicy: "open" },
-    tgp: { type: "telegram", ...telegramBot },
-    sl: {
-      type: "slack",
-      signingSecretEnv: "SL_SIGNING",
-      botTokenEnv: "SL_TOKEN",
-      botUserId: "U0BOT",
-      apiBaseUrl: "https://slack.test/api",
-      dmPolicy: "open",
-    },
-    dc: {
-      type: "discord",
-      publicKey: DISCORD_TEST_KEY.publicKey,
-      applicationId: APP_ID,
-      botTokenEnv: "DC_TOKEN",
-      apiBaseUrl: "https://discord.test/api/v10",
-      dmPolicy: "open",
-    },
-    wa: {
-      type: "whatsapp",
-      appSecretEnv: "WA_SECRET",
-      verifyTokenEnv: "WA_VERIFY",
-      accessTokenEnv: "WA_TOKEN",
-      phoneNumberId: PHONE,
-      apiBaseUrl: "https://graph.test/v21.0",
-      dmPolicy: "open",
-    },
+    ...platformConnectors((p) => BASES[p]),
+    // A Telegram bot with the default access: pairing.
+    tgp: telegramBot(BASES.telegram),
   },
 };
 const ENV = { ...env, ...VARS, SWITCHBOARD_CONFIG: JSON.stringify(CONFIG) } as Env;
@@ -94,15 +66,12 @@ let discord: ReturnType<typeof fakeDiscord>;
 let whatsapp: FakePlatform;
 
 beforeEach(() => {
-  telegram = fakeTelegram(VARS.TG_TOKEN);
-  slack = fakeSlack(VARS.SL_TOKEN);
-  discord = fakeDiscord(APP_ID, VARS.DC_TOKEN);
-  whatsapp = fakeWhatsApp(PHONE, VARS.WA_TOKEN);
+  ({ telegram, slack, discord, whatsapp } = platformFakes());
   const fakes: Array<[string, FakePlatform]> = [
-    ["https://telegram.test", telegram],
-    ["https://slack.test/api", slack],
-    ["https://discord.test/api/v10", discord],
-    ["https://graph.test/v21.0", whatsapp],
+    [BASES.telegram, telegram],
+    [BASES.slack, slack],
+    [BASES.discord, discord],
+    [BASES.whatsapp, whatsapp],
   ];
   const real = globalThis.fetch;
   vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
@@ -161,14 +130,14 @@ const posted = (fake: FakePlatform) => fake.posted();
 
 describe("Telegram", () => {
   it("answers a private message once, in its chat, under the documented key; the same update twice runs once", async () => {
-    const key = "agent:main:tg:dm:4242";
+    const key = "agent:main:telegram:dm:4242";
     await prepare(key);
     const update = telegramUpdate({ from: 4242, text: "hello bot" });
-    const first = await post("/connectors/tg", telegramRequest(update, VARS.TG_SECRET));
+    const first = await post("/connectors/telegram", telegramRequest(update, VARS.TELEGRAM_WEBHOOK_SECRET));
     expect(first).toMatchObject({ status: 200, json: {} });
     await eventually(async () => posted(telegram).length === 1);
     const call = posted(telegram)[0]!;
-    expect(call.path).toBe(`/bot${VARS.TG_TOKEN}/sendMessage`);
+    expect(call.path).toBe(`/bot${VARS.TELEGRAM_BOT_TOKEN}/sendMessage`);
     expect(call.body).toMatchObject({
       chat_id: "4242",
       text: "echo: hello bot",
@@ -179,7 +148,9 @@ describe("Telegram", () => {
       true,
     );
     // Telegram retries an update it did not see acknowledged: same update_id, one run.
-    expect((await post("/connectors/tg", telegramRequest(update, VARS.TG_SECRET))).status).toBe(200);
+    expect(
+      (await post("/connectors/telegram", telegramRequest(update, VARS.TELEGRAM_WEBHOOK_SECRET))).status,
+    ).toBe(200);
     const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
     expect(history.payload.messages).toHaveLength(2);
     await new Promise((r) => setTimeout(r, 100));
@@ -188,26 +159,29 @@ describe("Telegram", () => {
 
   it("refuses a request without the secret token with 401 and stores nothing", async () => {
     const update = telegramUpdate({ from: 4343, text: "let me in" });
-    const res = await post("/connectors/tg", telegramRequest(update, "not-the-secret"));
+    const res = await post("/connectors/telegram", telegramRequest(update, "not-the-secret"));
     expect(res.status).toBe(401);
-    expect((await rpc("sessions.get", { key: "agent:main:tg:dm:4343" })).status).toBe(404);
+    expect((await rpc("sessions.get", { key: "agent:main:telegram:dm:4343" })).status).toBe(404);
     expect(telegram.calls).toHaveLength(0);
   });
 
   it("in a group, runs only what mentions the bot; a forum topic is the thread and the reply stays in it", async () => {
     const chat = { id: -1001234, type: "supergroup", title: "Team", is_forum: true };
-    const topicKey = "agent:main:tg:group:-1001234:topic:77";
-    await prepare(topicKey, "agent:main:tg:group:-1001234");
+    const topicKey = "agent:main:telegram:group:-1001234:topic:77";
+    await prepare(topicKey, "agent:main:telegram:group:-1001234");
     const quiet = await post(
-      "/connectors/tg",
-      telegramRequest(telegramUpdate({ from: 5, chat, threadId: 77, text: "just chatting" }), VARS.TG_SECRET),
+      "/connectors/telegram",
+      telegramRequest(
+        telegramUpdate({ from: 5, chat, threadId: 77, text: "just chatting" }),
+        VARS.TELEGRAM_WEBHOOK_SECRET,
+      ),
     );
     expect(quiet.status).toBe(200);
     const asked = await post(
-      "/connectors/tg",
+      "/connectors/telegram",
       telegramRequest(
         telegramUpdate({ from: 5, chat, threadId: 77, text: "@helper_bot what time is it?" }),
-        VARS.TG_SECRET,
+        VARS.TELEGRAM_WEBHOOK_SECRET,
       ),
     );
     expect(asked.status).toBe(200);
@@ -221,7 +195,7 @@ describe("Telegram", () => {
       "echo: @helper_bot what time is it?",
     ]);
     const status = await rpc<{ access: { refused: Record<string, Record<string, number>> } }>("status");
-    expect(status.payload.access.refused.tg?.mention).toBeGreaterThanOrEqual(1);
+    expect(status.payload.access.refused.telegram?.mention).toBeGreaterThanOrEqual(1);
   });
 
   it("pairing: a stranger gets one notice with a code and no model call; once approved, the next message runs", async () => {
@@ -229,11 +203,11 @@ describe("Telegram", () => {
     await prepare(key);
     await post(
       "/connectors/tgp",
-      telegramRequest(telegramUpdate({ from: 9001, text: "hi?" }), VARS.TG_SECRET),
+      telegramRequest(telegramUpdate({ from: 9001, text: "hi?" }), VARS.TELEGRAM_WEBHOOK_SECRET),
     );
     await post(
       "/connectors/tgp",
-      telegramRequest(telegramUpdate({ from: 9001, text: "hello??" }), VARS.TG_SECRET),
+      telegramRequest(telegramUpdate({ from: 9001, text: "hello??" }), VARS.TELEGRAM_WEBHOOK_SECRET),
     );
     expect(posted(telegram)).toHaveLength(1);
     const notice = String(posted(telegram)[0]!.body.text);
@@ -251,7 +225,7 @@ describe("Telegram", () => {
     expect((await rpc("pairing.approve", { channel: "tgp", code })).status).toBe(404);
     await post(
       "/connectors/tgp",
-      telegramRequest(telegramUpdate({ from: 9001, text: "now?" }), VARS.TG_SECRET),
+      telegramRequest(telegramUpdate({ from: 9001, text: "now?" }), VARS.TELEGRAM_WEBHOOK_SECRET),
     );
     await eventually(async () => posted(telegram).length === 2);
     expect(posted(telegram)[1]!.body.text).toBe("echo: now?");
@@ -261,19 +235,22 @@ describe("Telegram", () => {
     });
     await post(
       "/connectors/tgp",
-      telegramRequest(telegramUpdate({ from: 9001, text: "still?" }), VARS.TG_SECRET),
+      telegramRequest(telegramUpdate({ from: 9001, text: "still?" }), VARS.TELEGRAM_WEBHOOK_SECRET),
     );
     await eventually(async () => posted(telegram).length === 3);
     expect(String(posted(telegram)[2]!.body.text)).toMatch(/pairing code/);
   });
 
   it("a reply of 10,000 characters arrives in order, each part within 4096", async () => {
-    const key = "agent:main:tg:dm:777";
+    const key = "agent:main:telegram:dm:777";
     await prepare(key);
     const text = Array.from({ length: 1800 }, (_, i) => `word${i}`)
       .join(" ")
       .slice(0, 10_000);
-    await post("/connectors/tg", telegramRequest(telegramUpdate({ from: 777, text }), VARS.TG_SECRET));
+    await post(
+      "/connectors/telegram",
+      telegramRequest(telegramUpdate({ from: 777, text }), VARS.TELEGRAM_WEBHOOK_SECRET),
+    );
     await eventually(async () => posted(telegram).length >= 3);
     const parts = posted(telegram).map((c) => String(c.body.text));
     expect(parts.every((p) => p.length <= 4096)).toBe(true);
@@ -281,13 +258,13 @@ describe("Telegram", () => {
   });
 
   it("429 (retry_after) and then 500s lose nothing and double nothing", async () => {
-    const key = "agent:main:tg:dm:888";
+    const key = "agent:main:telegram:dm:888";
     await prepare(key);
     telegram.fail(429, 1, 1);
     telegram.fail(500, 3);
     await post(
-      "/connectors/tg",
-      telegramRequest(telegramUpdate({ from: 888, text: "through the storm" }), VARS.TG_SECRET),
+      "/connectors/telegram",
+      telegramRequest(telegramUpdate({ from: 888, text: "through the storm" }), VARS.TELEGRAM_WEBHOOK_SECRET),
     );
     const delivered = await eventually(async () => {
       const list = await rpc<{
@@ -307,28 +284,31 @@ describe("Telegram", () => {
 describe("Slack", () => {
   it("answers url_verification with its challenge", async () => {
     const res = await post(
-      "/connectors/sl",
-      await slackRequest({ type: "url_verification", token: "t", challenge: "abc123" }, VARS.SL_SIGNING),
+      "/connectors/slack",
+      await slackRequest(
+        { type: "url_verification", token: "t", challenge: "abc123" },
+        VARS.SLACK_SIGNING_SECRET,
+      ),
     );
     expect(res).toMatchObject({ status: 200, json: { challenge: "abc123" } });
   });
 
   it("a DM is answered with chat.postMessage and the bot token; a retry (X-Slack-Retry-Num) runs nothing twice", async () => {
-    const key = "agent:main:sl:dm:u123";
+    const key = "agent:main:slack:dm:u123";
     await prepare(key);
     const event = slackEvent({ user: "U123", channel: "D123", text: "hey" });
-    const req = await slackRequest(event, VARS.SL_SIGNING);
-    expect((await post("/connectors/sl", req)).status).toBe(200);
+    const req = await slackRequest(event, VARS.SLACK_SIGNING_SECRET);
+    expect((await post("/connectors/slack", req)).status).toBe(200);
     await eventually(async () => posted(slack).length === 1);
     expect(posted(slack)[0]).toMatchObject({
       path: "/chat.postMessage",
-      headers: expect.objectContaining({ authorization: `Bearer ${VARS.SL_TOKEN}` }),
+      headers: expect.objectContaining({ authorization: `Bearer ${VARS.SLACK_BOT_TOKEN}` }),
       body: { channel: "U123", text: "echo: hey" },
     });
-    const retry = await slackRequest(event, VARS.SL_SIGNING);
+    const retry = await slackRequest(event, VARS.SLACK_SIGNING_SECRET);
     expect(
       (
-        await post("/connectors/sl", retry, {
+        await post("/connectors/slack", retry, {
           "x-slack-retry-num": "1",
           "x-slack-retry-reason": "http_timeout",
         })
@@ -340,13 +320,13 @@ describe("Slack", () => {
 
   it("a badly signed event is 401 and leaves no trace", async () => {
     const req = await slackRequest(slackEvent({ user: "U404", channel: "D404", text: "x" }), "wrong-secret");
-    expect((await post("/connectors/sl", req)).status).toBe(401);
-    expect((await rpc("sessions.get", { key: "agent:main:sl:dm:u404" })).status).toBe(404);
+    expect((await post("/connectors/slack", req)).status).toBe(401);
+    expect((await rpc("sessions.get", { key: "agent:main:slack:dm:u404" })).status).toBe(404);
   });
 
   it("in a channel, only a mention runs, and the reply stays in the thread; message + app_mention run once", async () => {
-    const key = "agent:main:sl:channel:c777:thread:1700000000.000100";
-    await prepare(key, "agent:main:sl:channel:c777");
+    const key = "agent:main:slack:channel:c777:thread:1700000000.000100";
+    await prepare(key, "agent:main:slack:channel:c777");
     const chatter = slackEvent({
       user: "U1",
       channel: "C777",
@@ -354,7 +334,7 @@ describe("Slack", () => {
       text: "lunch?",
       threadTs: "1700000000.000100",
     });
-    await post("/connectors/sl", await slackRequest(chatter, VARS.SL_SIGNING));
+    await post("/connectors/slack", await slackRequest(chatter, VARS.SLACK_SIGNING_SECRET));
     const ts = "1700000100.000200";
     const text = "<@U0BOT> summarize the thread";
     for (const e of [
@@ -375,7 +355,9 @@ describe("Slack", () => {
         threadTs: "1700000000.000100",
       }),
     ]) {
-      expect((await post("/connectors/sl", await slackRequest(e, VARS.SL_SIGNING))).status).toBe(200);
+      expect((await post("/connectors/slack", await slackRequest(e, VARS.SLACK_SIGNING_SECRET))).status).toBe(
+        200,
+      );
     }
     await eventually(async () => posted(slack).length === 1);
     expect(posted(slack)[0]!.body).toEqual({
@@ -388,7 +370,7 @@ describe("Slack", () => {
   });
 
   it("channel_not_found is dead at once with Slack's reason", async () => {
-    const key = "agent:main:sl:channel:cgone";
+    const key = "agent:main:slack:channel:cgone";
     await prepare(key);
     const e = slackEvent({
       user: "U1",
@@ -396,7 +378,7 @@ describe("Slack", () => {
       channelType: "channel",
       text: "<@U0BOT> still there?",
     });
-    await post("/connectors/sl", await slackRequest(e, VARS.SL_SIGNING));
+    await post("/connectors/slack", await slackRequest(e, VARS.SLACK_SIGNING_SECRET));
     const dead = await eventually(async () => {
       const list = await rpc<{ deliveries: Array<{ status: string; lastError?: string; attempts: number }> }>(
         "deliveries.list",
@@ -411,18 +393,18 @@ describe("Slack", () => {
 describe("Discord", () => {
   it("answers PING with PONG and refuses a bad signature with 401", async () => {
     expect(
-      await post("/connectors/dc", await discordRequest({ id: "1", type: 1, application_id: APP_ID })),
+      await post("/connectors/discord", await discordRequest({ id: "1", type: 1, application_id: APP_ID })),
     ).toMatchObject({
       status: 200,
       json: { type: 1 },
     });
     const req = await discordRequest({ id: "1", type: 1, application_id: APP_ID });
     const tampered = { ...req, body: req.body.replace("}", ',"extra":1}') };
-    expect((await post("/connectors/dc", tampered)).status).toBe(401);
+    expect((await post("/connectors/discord", tampered)).status).toBe(401);
   });
 
   it("a slash command is deferred at once, and the reply edits the original response, further parts following it", async () => {
-    const key = "agent:main:dc:channel:1300000000000000077";
+    const key = "agent:main:discord:channel:1300000000000000077";
     await prepare(key);
     const text = Array.from({ length: 900 }, (_, i) => `token${i}`)
       .join(" ")
@@ -434,7 +416,7 @@ describe("Discord", () => {
       channelId: "1300000000000000077",
       guildId: "1400000000000000001",
     });
-    const res = await post("/connectors/dc", await discordRequest(interaction));
+    const res = await post("/connectors/discord", await discordRequest(interaction));
     expect(res).toMatchObject({ status: 200, json: { type: 5 } });
     await eventually(async () => posted(discord).length === 3);
     const calls = posted(discord);
@@ -457,7 +439,7 @@ describe("Discord", () => {
   });
 
   it("once the interaction token is no longer valid, the reply goes to the channel with the bot token", async () => {
-    const key = "agent:main:dc:dm:1600000000000000002";
+    const key = "agent:main:discord:dm:1600000000000000002";
     await prepare(key);
     const interaction = discordCommand({
       applicationId: APP_ID,
@@ -466,12 +448,12 @@ describe("Discord", () => {
       channelId: "1700000000000000002",
     });
     discord.expire(interaction.token);
-    await post("/connectors/dc", await discordRequest(interaction));
+    await post("/connectors/discord", await discordRequest(interaction));
     await eventually(async () => posted(discord).length === 1);
     expect(posted(discord)[0]).toMatchObject({
       method: "POST",
       path: "/channels/1700000000000000002/messages",
-      headers: expect.objectContaining({ authorization: `Bot ${VARS.DC_TOKEN}` }),
+      headers: expect.objectContaining({ authorization: `Bot ${VARS.DISCORD_BOT_TOKEN}` }),
       body: { content: "echo: late answer" },
     });
   });
@@ -480,26 +462,32 @@ describe("Discord", () => {
 describe("WhatsApp", () => {
   it("answers the verification handshake", async () => {
     const url = (token: string) =>
-      `http://gw.test/connectors/wa?hub.mode=subscribe&hub.verify_token=${token}&hub.challenge=8421`;
-    const ok = await app.fetch(new Request(url(VARS.WA_VERIFY)), ENV, createExecutionContext());
+      `http://gw.test/connectors/whatsapp?hub.mode=subscribe&hub.verify_token=${token}&hub.challenge=8421`;
+    const ok = await app.fetch(new Request(url(VARS.WHATSAPP_VERIFY_TOKEN)), ENV, createExecutionContext());
     expect([ok.status, await ok.text()]).toEqual([200, "8421"]);
     expect((await app.fetch(new Request(url("nope")), ENV, createExecutionContext())).status).toBe(403);
   });
 
   it("a text message is answered through /<phoneNumberId>/messages; another type gets the only-text notice", async () => {
-    const key = "agent:main:wa:dm:16315551181";
+    const key = "agent:main:whatsapp:dm:16315551181";
     await prepare(key);
     const note = whatsappNotification({ phoneNumberId: PHONE, from: "16315551181", text: "hola" });
-    expect((await post("/connectors/wa", await whatsappRequest(note, VARS.WA_SECRET))).status).toBe(200);
+    expect(
+      (await post("/connectors/whatsapp", await whatsappRequest(note, VARS.WHATSAPP_APP_SECRET))).status,
+    ).toBe(200);
     // The same message again (WhatsApp retries): one run.
-    expect((await post("/connectors/wa", await whatsappRequest(note, VARS.WA_SECRET))).status).toBe(200);
+    expect(
+      (await post("/connectors/whatsapp", await whatsappRequest(note, VARS.WHATSAPP_APP_SECRET))).status,
+    ).toBe(200);
     await eventually(async () => posted(whatsapp).length === 1);
     expect(posted(whatsapp)[0]).toMatchObject({
       path: `/${PHONE}/messages`,
       body: { messaging_product: "whatsapp", to: "16315551181", type: "text", text: { body: "echo: hola" } },
     });
     const image = whatsappNotification({ phoneNumberId: PHONE, from: "16315551181", type: "image" });
-    expect((await post("/connectors/wa", await whatsappRequest(image, VARS.WA_SECRET))).status).toBe(200);
+    expect(
+      (await post("/connectors/whatsapp", await whatsappRequest(image, VARS.WHATSAPP_APP_SECRET))).status,
+    ).toBe(200);
     expect(posted(whatsapp)).toHaveLength(2);
     expect((posted(whatsapp)[1]!.body.text as { body: string }).body).toMatch(/only text/);
     const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
@@ -508,7 +496,7 @@ describe("WhatsApp", () => {
 
   it("a badly signed notification is 401", async () => {
     const note = whatsappNotification({ phoneNumberId: PHONE, from: "1999", text: "x" });
-    expect((await post("/connectors/wa", await whatsappRequest(note, "wrong"))).status).toBe(401);
+    expect((await post("/connectors/whatsapp", await whatsappRequest(note, "wrong"))).status).toBe(401);
   });
 });
 
@@ -527,23 +515,26 @@ describe("a reply of 10,000 characters on every platform", () => {
     {
       name: "Slack (4000)",
       limit: 4000,
-      key: "agent:main:sl:dm:ulong",
+      key: "agent:main:slack:dm:ulong",
       fake: () => slack,
       send: async () =>
         post(
-          "/connectors/sl",
-          await slackRequest(slackEvent({ user: "ULONG", channel: "DLONG", text }), VARS.SL_SIGNING),
+          "/connectors/slack",
+          await slackRequest(
+            slackEvent({ user: "ULONG", channel: "DLONG", text }),
+            VARS.SLACK_SIGNING_SECRET,
+          ),
         ),
       partOf: (c) => String(c.body.text),
     },
     {
       name: "Discord (2000)",
       limit: 2000,
-      key: "agent:main:dc:dm:1600000000000000099",
+      key: "agent:main:discord:dm:1600000000000000099",
       fake: () => discord,
       send: async () =>
         post(
-          "/connectors/dc",
+          "/connectors/discord",
           await discordRequest(
             discordCommand({
               applicationId: APP_ID,
@@ -558,14 +549,14 @@ describe("a reply of 10,000 characters on every platform", () => {
     {
       name: "WhatsApp (4096)",
       limit: 4096,
-      key: "agent:main:wa:dm:15550009999",
+      key: "agent:main:whatsapp:dm:15550009999",
       fake: () => whatsapp,
       send: async () =>
         post(
-          "/connectors/wa",
+          "/connectors/whatsapp",
           await whatsappRequest(
             whatsappNotification({ phoneNumberId: PHONE, from: "15550009999", text }),
-            VARS.WA_SECRET,
+            VARS.WHATSAPP_APP_SECRET,
           ),
         ),
       partOf: (c) => String((c.body.text as { body: string }).body),
@@ -592,18 +583,18 @@ describe("setup, checks and the audit", () => {
     const tg = await rpc<{ ok: boolean; reports: Array<{ ok: boolean; detail: string }> }>(
       "connectors.setup",
       {
-        channel: "tg",
+        channel: "telegram",
         url: "https://bot.example.com",
       },
     );
     expect(tg.payload.ok).toBe(true);
     expect(telegram.calls.find((c) => c.path.endsWith("/setWebhook"))?.body).toEqual({
-      url: "https://bot.example.com/connectors/tg",
-      secret_token: VARS.TG_SECRET,
+      url: "https://bot.example.com/connectors/telegram",
+      secret_token: VARS.TELEGRAM_WEBHOOK_SECRET,
       allowed_updates: ["message", "channel_post"],
     });
     const dc = await rpc<{ ok: boolean }>("connectors.setup", {
-      channel: "dc",
+      channel: "discord",
       url: "https://bot.example.com",
     });
     expect(dc.payload.ok).toBe(true);
@@ -614,18 +605,18 @@ describe("setup, checks and the audit", () => {
       }),
     ]);
     const sl = await rpc<{ reports: Array<{ detail: string }> }>("connectors.setup", {
-      channel: "sl",
+      channel: "slack",
       url: "https://bot.example.com",
     });
-    expect(sl.payload.reports[0]?.detail).toContain("https://bot.example.com/connectors/sl");
+    expect(sl.payload.reports[0]?.detail).toContain("https://bot.example.com/connectors/slack");
     const check = await rpc<{ reports: Array<{ channel: string; ok: boolean; detail: string }> }>(
       "connectors.check",
     );
-    expect(check.payload.reports.find((r) => r.channel === "tg")).toMatchObject({
+    expect(check.payload.reports.find((r) => r.channel === "telegram")).toMatchObject({
       ok: true,
       detail: expect.stringContaining("@helper_bot"),
     });
-    expect(check.payload.reports.find((r) => r.channel === "sl")).toMatchObject({
+    expect(check.payload.reports.find((r) => r.channel === "slack")).toMatchObject({
       ok: true,
       detail: expect.stringContaining("U0BOT"),
     });
@@ -637,11 +628,11 @@ describe("setup, checks and the audit", () => {
     expect(tgp).toMatchObject({
       type: "telegram",
       secrets: [
-        { name: "TG_TOKEN", set: true, required: true, accountId: "default" },
-        { name: "TG_SECRET", set: true, required: true, accountId: "default" },
+        { name: "TELEGRAM_BOT_TOKEN", set: true, required: true, accountId: "default" },
+        { name: "TELEGRAM_WEBHOOK_SECRET", set: true, required: true, accountId: "default" },
       ],
       access: { dmPolicy: "pairing", groups: { policy: "open", requireMention: true } },
     });
-    expect(JSON.stringify(audit.payload)).not.toContain(VARS.TG_TOKEN);
+    expect(JSON.stringify(audit.payload)).not.toContain(VARS.TELEGRAM_BOT_TOKEN);
   });
 });

@@ -114,7 +114,7 @@ describe("inbound bodies (property-based)", () => {
   });
 
   it("refuses very long strings in any field (400 or 413)", TIMEOUT, async () => {
-    // Each field with its documented bound (InboundMessage in src/routes/inbound.ts).
+    // Each field with its documented bound (InboundMessage in src/connectors/inbound-message.ts).
     const BOUNDS: Record<string, number> = {
       messageId: 256,
       from: 256,

@@ -42,7 +42,7 @@ export function database(env: Env) {
 }
 
 /** A D1 statement, so that writes of one step can share one `DB.batch` (SQL from ./writes). */
-function statement(env: Env, query: Query): D1PreparedStatement {
+export function statement(env: Env, query: Query): D1PreparedStatement {
   return env.DB.prepare(query.sql).bind(...query.params);
 }
 
@@ -469,63 +469,4 @@ export function recordInboundStatement(
   row: typeof schema.inbound.$inferInsert,
 ): D1PreparedStatement {
   return statement(env, insertQuery(schema.inbound, row, "nothing"));
-}
-
-// ---------------------------------------------------------------------------------------------
-// Run prefixes and dead records
-
-/**
- * Registers a key's run-id prefix (see schema `runPrefixes`) and reads the key's stored entry,
- * in one round trip.
- */
-export async function bindSessionKey(env: Env, key: string, prefix: string): Promise<SessionRow | undefined> {
-  const db = database(env);
-  const [, rows] = await db.batch([
-    db.insert(schema.runPrefixes).values({ prefix, sessionKey: key }).onConflictDoNothing(),
-    db.select().from(schema.sessions).where(eq(schema.sessions.key, key)).limit(1),
-  ]);
-  return rows[0];
-}
-
-/** The session keys whose run ids start with `prefix` (one, but for a hash collision). */
-export async function keysOfRunPrefix(env: Env, prefix: string): Promise<string[]> {
-  const rows = await database(env)
-    .select({ sessionKey: schema.runPrefixes.sessionKey })
-    .from(schema.runPrefixes)
-    .where(eq(schema.runPrefixes.prefix, prefix))
-    .limit(8)
-    .all();
-  return rows.map((r) => r.sessionKey);
-}
-
-export type DeadRecordRow = typeof schema.deadRecords.$inferSelect;
-
-export function insertDeadRecordStatement(env: Env, row: DeadRecordRow): D1PreparedStatement {
-  return statement(env, insertQuery(schema.deadRecords, row, "nothing"));
-}
-
-/** Dead records, newest first, keyset-paged on (createdAt, runId). */
-export async function listDeadRecords(
-  env: Env,
-  f: { limit: number; cursor?: { createdAt: number; runId: string } },
-): Promise<DeadRecordRow[]> {
-  const d = schema.deadRecords;
-  const c = f.cursor;
-  return database(env)
-    .select()
-    .from(d)
-    .where(
-      c
-        ? or(lt(d.createdAt, c.createdAt), and(eq(d.createdAt, c.createdAt), lt(d.runId, c.runId)))
-        : undefined,
-    )
-    .orderBy(desc(d.createdAt), desc(d.runId))
-    .limit(f.limit)
-    .all();
-}
-
-/** How many dead records there are (the operator's `status`). */
-export async function countDeadRecords(env: Env): Promise<number> {
-  const row = await env.DB.prepare(`select count(*) as n from "dead_records"`).first<{ n: number }>();
-  return row?.n ?? 0;
 }

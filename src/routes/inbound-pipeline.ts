@@ -96,8 +96,7 @@ export async function acceptInbound(
     throw new ApiError("INVALID_REQUEST", error instanceof Error ? error.message : String(error));
   }
 
-  // Names its session (keys/run-id.ts): the run is recorded in D1 behind the ack, and a caller
-  // may ask about it at once. The same message is the same run, so a repeat is a duplicate.
+  // Who may talk to the connector (SPEC §18 "Access"): a refused message never reaches the session.
   const connector = ownEntry(config.connectors, channel);
   if (connector) {
     const reason = await decideAccess(
@@ -118,6 +117,8 @@ export async function acceptInbound(
     }
   }
 
+  // Names its session (keys/run-id.ts): the run is recorded in D1 behind the ack, and a caller
+  // may ask about it at once. The same message is the same run, so a repeat is a duplicate.
   const runId = await runIdFor(sessionKey, `inbound:${channel}:${accountId}:${msg.messageId}`);
   const now = Date.now();
   const to = msg.chatType === "direct" ? msg.from : (msg.groupId ?? "");

@@ -11,7 +11,7 @@ import { accountWith } from "../connectors/registry";
 import { listJobs } from "../cron/jobs";
 import { readTaskRuns } from "../db/maintenance";
 import { pendingCodes, refusalCounts } from "../db/pairing";
-import { countDeadRecords } from "../db/queries";
+import { countDeadRecords } from "../db/run-records";
 import { defaultAgentId } from "../keys/agent-binding";
 import { VERSION } from "../version";
 import { type Method, method } from "./method";

@@ -11,13 +11,12 @@ import {
   getRun,
   getRunByIdempotencyKey,
   getSession,
-  keysOfRunPrefix,
-  listDeadRecords,
   listDeliveries,
   listRuns,
   type RunRow,
   type SessionRow,
 } from "../db/queries";
+import { keysOfRunPrefix, listDeadRecords } from "../db/run-records";
 import { payloadOf } from "../delivery/outbox";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";

@@ -15,9 +15,7 @@
 
 import { appendMessageStatements, turnContextRows } from "../db/messages";
 import {
-  bindSessionKey,
   deleteSessionRows,
-  insertDeadRecordStatement,
   insertDeliveryStatement,
   insertRunStatement,
   listSessions,
@@ -31,6 +29,7 @@ import {
   upsertSessionUnlessNewerStatement,
   writeBatch,
 } from "../db/queries";
+import { bindSessionKey, insertDeadRecordStatement } from "../db/run-records";
 import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";

@@ -1,0 +1,65 @@
+/**
+ * Named D1 queries behind a connector's run being recorded after its ack (SPEC §4, see
+ * session/records.ts): the registry that leads from a run id to its session (`run_prefixes`,
+ * keys/run-id.ts) and the records D1 kept refusing (`dead_records`, RPC `records.dead`).
+ */
+import { and, desc, eq, lt, or } from "drizzle-orm";
+import { database, type SessionRow, statement } from "./queries";
+import * as schema from "./schema";
+import { insertQuery } from "./writes";
+
+/**
+ * Registers a key's run-id prefix (see schema `runPrefixes`) and reads the key's stored entry,
+ * in one round trip.
+ */
+export async function bindSessionKey(env: Env, key: string, prefix: string): Promise<SessionRow | undefined> {
+  const db = database(env);
+  const [, rows] = await db.batch([
+    db.insert(schema.runPrefixes).values({ prefix, sessionKey: key }).onConflictDoNothing(),
+    db.select().from(schema.sessions).where(eq(schema.sessions.key, key)).limit(1),
+  ]);
+  return rows[0];
+}
+
+/** The session keys whose run ids start with `prefix` (one, but for a hash collision). */
+export async function keysOfRunPrefix(env: Env, prefix: string): Promise<string[]> {
+  const rows = await database(env)
+    .select({ sessionKey: schema.runPrefixes.sessionKey })
+    .from(schema.runPrefixes)
+    .where(eq(schema.runPrefixes.prefix, prefix))
+    .limit(8)
+    .all();
+  return rows.map((r) => r.sessionKey);
+}
+
+export type DeadRecordRow = typeof schema.deadRecords.$inferSelect;
+
+export function insertDeadRecordStatement(env: Env, row: DeadRecordRow): D1PreparedStatement {
+  return statement(env, insertQuery(schema.deadRecords, row, "nothing"));
+}
+
+/** Dead records, newest first, keyset-paged on (createdAt, runId). */
+export async function listDeadRecords(
+  env: Env,
+  f: { limit: number; cursor?: { createdAt: number; runId: string } },
+): Promise<DeadRecordRow[]> {
+  const d = schema.deadRecords;
+  const c = f.cursor;
+  return database(env)
+    .select()
+    .from(d)
+    .where(
+      c
+        ? or(lt(d.createdAt, c.createdAt), and(eq(d.createdAt, c.createdAt), lt(d.runId, c.runId)))
+        : undefined,
+    )
+    .orderBy(desc(d.createdAt), desc(d.runId))
+    .limit(f.limit)
+    .all();
+}
+
+/** How many dead records there are (the operator's `status`). */
+export async function countDeadRecords(env: Env): Promise<number> {
+  const row = await env.DB.prepare(`select count(*) as n from "dead_records"`).first<{ n: number }>();
+  return row?.n ?? 0;
+}

@@ -10,13 +10,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
-import {
-  type FakePlatform,
-  type fakeDiscord,
-  fakeSlack,
-  fakeTelegram,
-  fakeWhatsApp,
-} from "../support/platform-fakes";
+import type { FakePlatform, fakeDiscord } from "../support/platform-fakes";
 import {
   discordCommand,
   discordRequest,

@@ -90,6 +90,24 @@ export const Csrf: FC<{ token: string }> = ({ token }) => (
   <input type="hidden" name={CSRF_FIELD} value={token} />
 );
 
+/** One button that POSTs `fields` (and the CSRF token) to a dashboard action. */
+export const ActionButton: FC<{
+  action: string;
+  csrf: string;
+  fields: Record<string, string>;
+  label: string;
+}> = ({ action, csrf, fields, label }) => (
+  <form method="post" action={action}>
+    <Csrf token={csrf} />
+    {Object.entries(fields).map(([name, value]) => (
+      <input type="hidden" name={name} value={value} />
+    ))}
+    <button type="submit" class="small">
+      {label}
+    </button>
+  </form>
+);
+
 /**
  * A form's one-time id, sent as the run's idempotency key: a form submitted twice (a double
  * click, a resubmitted POST) queues one run.

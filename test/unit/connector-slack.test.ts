@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ConnectorSchema, type SlackConfig } from "../../src/config/connectors";
-import { SIGNATURE, slack, TIMESTAMP } from "../../src/connectors/slack";
+import { SIGNATURE, slack } from "../../src/connectors/slack";
+import { slackRequest } from "../support/platform-requests";
 
 const app = ConnectorSchema.parse({
   type: "slack",
@@ -10,30 +11,12 @@ const app = ConnectorSchema.parse({
 }) as SlackConfig;
 const secrets = { SLACK_SIGNING: "8f742231b10e8888abcd99yyyzzz85a5", SLACK_BOT: "xoxb-test" };
 
-/** Slack's v0 signature (api.slack.com/authentication/verifying-requests-from-slack). */
-async function slackSignature(secret: string, ts: number, body: string): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    new TextEncoder().encode(secret),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const mac = new Uint8Array(
-    await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`v0:${ts}:${body}`)),
-  );
-  return `v0=${[...mac].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
-}
-
-async function signed(body: unknown, opts: { secret?: string; ts?: number; now?: number } = {}) {
-  const raw = JSON.stringify(body);
-  const ts = opts.ts ?? Math.floor(Date.now() / 1000);
+/** A request signed as Slack signs it (test/support/platform-requests.ts), `at` the signing time. */
+async function signed(body: unknown, opts: { secret?: string; at?: number; now?: number } = {}) {
+  const { headers, body: raw } = await slackRequest(body, opts.secret ?? secrets.SLACK_SIGNING, opts.at);
   return {
     url: new URL("https://gw.test/connectors/slack"),
-    headers: new Headers({
-      [SIGNATURE]: await slackSignature(opts.secret ?? secrets.SLACK_SIGNING, ts, raw),
-      [TIMESTAMP]: String(ts),
-    }),
+    headers: new Headers(headers),
     raw,
     now: opts.now ?? Date.now(),
   };
@@ -57,8 +40,8 @@ describe("Slack: verification", () => {
     expect(await slack.verify(await signed(body, { secret: "other" }), app, secrets)).toMatchObject({
       ok: false,
     });
-    const old = Math.floor(Date.now() / 1000) - 301;
-    expect(await slack.verify(await signed(body, { ts: old }), app, secrets)).toMatchObject({
+    const old = Date.now() - 301_000;
+    expect(await slack.verify(await signed(body, { at: old }), app, secrets)).toMatchObject({
       ok: false,
       reason: expect.stringContaining("away from now"),
     });

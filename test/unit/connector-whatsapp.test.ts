@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ConnectorSchema, type WhatsAppConfig } from "../../src/config/connectors";
 import { ONLY_TEXT_NOTICE, SIGNATURE, whatsapp } from "../../src/connectors/whatsapp";
+import { whatsappRequest } from "../support/platform-requests";
 
 const number = ConnectorSchema.parse({
   type: "whatsapp",
@@ -11,17 +12,9 @@ const number = ConnectorSchema.parse({
 }) as WhatsAppConfig;
 const secrets = { WA_APP_SECRET: "app-secret-0123", WA_VERIFY: "verify-me-please", WA_TOKEN: "EAAG-token" };
 
-/** Meta's signature: sha256=<hex HMAC-SHA256 of the raw body with the app secret>. */
+/** Meta's signature of `raw` (test/support/platform-requests.ts signs as Meta does). */
 async function metaSignature(secret: string, raw: string): Promise<string> {
-  const key = await crypto.subtle.importKey(
-    "raw",
-    new TextEncoder().encode(secret),
-    { name: "HMAC", hash: "SHA-256" },
-    false,
-    ["sign"],
-  );
-  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(raw)));
-  return `sha256=${[...mac].map((b) => b.toString(16).padStart(2, "0")).join("")}`;
+  return (await whatsappRequest(JSON.parse(raw), secret)).headers[SIGNATURE] ?? "";
 }
 
 // A notification as the Cloud API documents it.

@@ -4,7 +4,7 @@
  * queued again (`deliveries.retry`).
  */
 import type { FC } from "hono/jsx";
-import { Badge, Choice, Csrf, Page, Pager, SessionLink, shortId, Table, When } from "../layout";
+import { ActionButton, Badge, Choice, Page, Pager, SessionLink, shortId, Table, When } from "../layout";
 
 export interface DeliveryRow {
   deliveryId: string;
@@ -92,14 +92,12 @@ export const DeliveriesPage: FC<DeliveriesData & { csrf: string; notice?: string
             </td>
             <td>
               {d.status === "dead" && (
-                <form method="post" action="/ui/deliveries/retry">
-                  <Csrf token={props.csrf} />
-                  <input type="hidden" name="deliveryId" value={d.deliveryId} />
-                  <input type="hidden" name="next" value={props.here} />
-                  <button type="submit" class="small">
-                    Retry
-                  </button>
-                </form>
+                <ActionButton
+                  action="/ui/deliveries/retry"
+                  csrf={props.csrf}
+                  fields={{ deliveryId: d.deliveryId, next: props.here }}
+                  label="Retry"
+                />
               )}
             </td>
           </tr>

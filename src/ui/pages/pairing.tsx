@@ -4,7 +4,7 @@
  * (`pairing.revoke`). SPEC §18 "Access".
  */
 import type { FC } from "hono/jsx";
-import { Csrf, Page, Table, When } from "../layout";
+import { ActionButton, Page, Table, When } from "../layout";
 
 export interface PendingCode {
   channel: string;
@@ -54,14 +54,12 @@ export const PairingPage: FC<{
             <When ms={p.expiresAt} />
           </td>
           <td>
-            <form method="post" action="/ui/pairing/approve">
-              <Csrf token={csrf} />
-              <input type="hidden" name="channel" value={p.channel} />
-              <input type="hidden" name="code" value={p.code} />
-              <button type="submit" class="small">
-                Approve
-              </button>
-            </form>
+            <ActionButton
+              action="/ui/pairing/approve"
+              csrf={csrf}
+              fields={{ channel: p.channel, code: p.code }}
+              label="Approve"
+            />
           </td>
         </tr>
       ))}
@@ -81,14 +79,12 @@ export const PairingPage: FC<{
             <When ms={a.approvedAt} />
           </td>
           <td>
-            <form method="post" action="/ui/pairing/revoke">
-              <Csrf token={csrf} />
-              <input type="hidden" name="channel" value={a.channel} />
-              <input type="hidden" name="peerId" value={a.peerId} />
-              <button type="submit" class="small">
-                Revoke
-              </button>
-            </form>
+            <ActionButton
+              action="/ui/pairing/revoke"
+              csrf={csrf}
+              fields={{ channel: a.channel, peerId: a.peerId }}
+              label="Revoke"
+            />
           </td>
         </tr>
       ))}

@@ -12,6 +12,8 @@
  *   cron, rpc                                scheduled maintenance, operator methods (rpc may read cron)
  *   routes, http, auth/bearer                the HTTP surface
  *   ui                                       the operator dashboard: like routes, mounted only by http/app.ts
+ * views are pure (rows in, a page, card or text out): they read nothing from D1 and name their own
+ * input types, which db rows satisfy as they are; so they import nothing from db, not even a type.
  * auth/signature.ts (HMAC signatures, stable ids, constant-time compare) is pure and usable by all.
  * The CLI (cli/, bin/) is a Node program that speaks to a gateway over HTTP: it imports nothing
  * from src/, and src/ nothing from it.
@@ -46,6 +48,15 @@ module.exports = {
     layer("connectors", ["transcript", "policy", "db", "runs", "views", "delivery", "agent", ...UPPER_THAN_VIEWS]),
     layer("runs", ["views", "delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
     layer("views", ["delivery", "agent", ...UPPER_THAN_VIEWS, "connectors"]),
+    {
+      name: "views-pure",
+      severity: "error",
+      comment:
+        "src/views/ is pure: rows in, a page, card or text out. Callers read D1 and pass rows in; views " +
+        "name their own input types, so they import nothing from src/db/ (type-only imports included).",
+      from: { path: "^src/views/" },
+      to: { path: "^src/db/" },
+    },
     layer("delivery", ["views", "agent", ...UPPER_THAN_VIEWS]),
     layer("agent", ["views", "delivery", "session", "rpc", "cron", "routes", "http", "auth/bearer"]),
     layer("tools", UPPER_THAN_TOOLS),

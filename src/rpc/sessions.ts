@@ -7,13 +7,14 @@ import { resolveModelRef } from "../agent/models";
 import type { Config } from "../config/schema";
 import { sessionWithHistoryPage } from "../db/messages";
 import { findSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
+import { readSessionPage } from "../db/session-page";
 import { ApiError, actorError } from "../http/errors";
 import { agentIdOfKey, agentMainKey, normalizeAgentId, storedKeyForms } from "../keys/session-key";
 import { entryInitOf } from "../runs/entry-init";
 import type { ActorError } from "../runs/types";
 import { actorFor, isActorError } from "../session/client";
 import { decodeCursor, entryView, expiredAtOf } from "../views/session";
-import { listSessionPage, pageQuery, SESSION_KINDS } from "../views/session-page";
+import { pageQuery, SESSION_KINDS, sessionPage } from "../views/session-page";
 import { canonicalKey, Key, type Method, method, requireSession } from "./method";
 
 const INTERNAL_KINDS: Array<(typeof SESSION_KINDS)[number]> = ["cron", "hook", "node"];
@@ -50,12 +51,10 @@ export const SESSION_METHODS: Record<string, Method> = {
         params = { ...p, channel: undefined, kinds };
       }
       // The operator sees every session: one unrestricted scope, canonical keys.
-      return listSessionPage(
-        env,
-        [{}],
-        pageQuery(params, cursor, p.includeGlobal ? ["unknown"] : ["global", "unknown"]),
-        { displayKey: (row) => row.key },
-      );
+      const now = Date.now();
+      const query = pageQuery(params, cursor, p.includeGlobal ? ["unknown"] : ["global", "unknown"], now);
+      const rows = await readSessionPage(env, [{}], query, query.messageLimit);
+      return sessionPage(rows, now, { displayKey: (row) => row.key });
     },
   ),
 

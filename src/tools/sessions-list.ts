@@ -1,14 +1,16 @@
 /**
  * `sessions_list` (SPEC §6): the sessions this session may see, newest first, keyset-paged.
- * The page itself (scopes merged, rows shaped) is `listSessionPage`, shared with the RPC. With
- * `messageLimit`, the rows' messages are bounded for model context like `sessions_history`'s:
- * secrets redacted, texts cut, and the whole answer kept within 80 KB by dropping the oldest
- * messages of the fullest rows first (rows are never dropped).
+ * The page itself is read by `readSessionPage` (the caller's visibility scopes merged) and
+ * shaped by `sessionPage`, both shared with the RPC. With `messageLimit`, the rows' messages are
+ * bounded for model context like `sessions_history`'s: secrets redacted, texts cut, and the
+ * whole answer kept within 80 KB by dropping the oldest messages of the fullest rows first (rows
+ * are never dropped).
  */
 import { z } from "zod";
+import { readSessionPage } from "../db/session-page";
 import { visibilityScopes } from "../policy/visibility";
 import { decodeCursor } from "../views/session";
-import { listSessionPage, pageQuery, SESSION_KINDS } from "../views/session-page";
+import { pageQuery, SESSION_KINDS, sessionPage } from "../views/session-page";
 import { displayKeyFor } from "./resolve-session";
 import { boundMessageLists, MAX_HISTORY_BYTES } from "./sessions-history";
 import { defineTool, toolError } from "./types";
@@ -49,14 +51,17 @@ export const sessionsListTool = defineTool({
         "`cursor` is not a cursor returned by sessions_list; omit it to start from the newest",
       );
     }
+    const now = Date.now();
     const query = pageQuery(
       args,
       cursor,
       // Under scope "global" the shared `global` key is every agent's main session, shown as
       // `main`; otherwise it is a reserved key and never listed (SPEC §2, §17).
       config.session.scope === "global" ? ["unknown"] : ["global", "unknown"],
+      now,
     );
-    const page = await listSessionPage(env, visibilityScopes(caller, config), query, {
+    const rows = await readSessionPage(env, visibilityScopes(caller, config), query, query.messageLimit);
+    const page = sessionPage(rows, now, {
       displayKey: (row) => displayKeyFor(row.key, ctx),
       spawnedBy: (key) => displayKeyFor(key, ctx),
     });
@@ -68,7 +73,7 @@ export const sessionsListTool = defineTool({
 const FLAGS_BYTES = 256;
 const encoder = new TextEncoder();
 
-type Page = Awaited<ReturnType<typeof listSessionPage>>;
+type Page = ReturnType<typeof sessionPage>;
 
 /**
  * The page with its rows' messages bounded: the messages get the room the rows leave within

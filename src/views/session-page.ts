@@ -1,23 +1,16 @@
 /**
  * One page of the session index for a listing (SPEC §6 `sessions_list`, §17 `sessions.list`):
- * the union of index-bound scopes with the same filters and keyset cursor, merged newest
- * `updatedAt` first, each row shaped by `listRow` (with `messageLimit`, the rows' newest messages,
- * read for the whole page with one query). The operator RPC lists one unrestricted scope with
- * canonical keys; the tool lists the caller's visibility scopes with the `main` alias.
+ * the listing params as a page query (agent id normalized, limits clamped), and the page's rows
+ * shaped by `listRow` (with `messageLimit`, each with its newest messages) under a keyset
+ * cursor. Pure: the caller reads the rows (db/session-page.ts: the union of index-bound scopes,
+ * merged newest `updatedAt` first, and the rows' messages) and passes them in. The operator RPC
+ * lists one unrestricted scope with canonical keys; the tool lists the caller's visibility
+ * scopes with the `main` alias.
  */
 
-import { recentMessagesOf } from "../db/messages";
-import {
-  LISTED_COLUMNS,
-  type ListedSession,
-  listSessionsBatch,
-  newestFirst,
-  type SessionListFilter,
-} from "../db/queries";
 import { normalizeAgentId } from "../keys/session-key";
-import type { VisibilityScope } from "../policy/visibility";
 import type { TranscriptMessage } from "../transcript/message";
-import { encodeCursor, listRow } from "./session";
+import { encodeCursor, type ListedEntry, listRow } from "./session";
 
 /** Integer in [min, max] (fractions truncated); `fallback` when absent. Limits are clamped, not refused (SPEC §17). */
 export function clampInt(n: number | undefined, min: number, max: number, fallback: number): number {
@@ -27,12 +20,14 @@ export function clampInt(n: number | undefined, min: number, max: number, fallba
 
 export const SESSION_KINDS = ["main", "group", "cron", "hook", "node", "other"] as const;
 
+/** One page of a listing: its filters and keyset cursor, and how many messages each row brings. */
 export interface SessionPageQuery {
   kinds?: string[];
   agentId?: string;
   label?: string;
   channel?: string;
-  activeMinutes?: number;
+  /** Only sessions updated after this instant. */
+  activeSince?: number;
   archived: boolean | "all";
   cursor?: { updatedAt: number; key: string };
   excludeKeys: string[];
@@ -54,18 +49,22 @@ export interface ListParams {
   archived?: boolean | "all";
 }
 
-/** The page query for listing params: the agent id normalized, limits clamped (SPEC §17). */
+/**
+ * The page query for listing params: the agent id normalized, limits clamped (SPEC §17), and
+ * `activeMinutes` counted back from `now`.
+ */
 export function pageQuery(
   p: ListParams,
   cursor: SessionPageQuery["cursor"],
   excludeKeys: string[],
+  now: number,
 ): SessionPageQuery {
   return {
     kinds: p.kinds,
     agentId: p.agentId ? normalizeAgentId(p.agentId) : undefined,
     label: p.label,
     channel: p.channel,
-    activeMinutes: p.activeMinutes,
+    activeSince: p.activeMinutes ? now - p.activeMinutes * 60_000 : undefined,
     archived: p.archived ?? false,
     cursor,
     excludeKeys,
@@ -76,72 +75,32 @@ export function pageQuery(
 
 export interface SessionPageOptions {
   /** The key a row is shown with. */
-  displayKey(row: ListedSession): string;
+  displayKey(row: ListedEntry): string;
   /** Extra fields rewritten on the row view (e.g. `spawnedBy` in display form). */
   spawnedBy?(key: string): string;
 }
 
-/**
- * One page of the union of `scopes` (each an index-bound query with the same filters and cursor,
- * merged and deduplicated by key), newest `updatedAt` first; `nextCursor` when more rows follow.
- */
-export async function listSessionPage(
-  env: Env,
-  scopes: VisibilityScope[],
-  q: SessionPageQuery,
-  opts: SessionPageOptions,
-) {
-  const now = Date.now();
-  const base: SessionListFilter = {
-    kinds: q.kinds,
-    agentId: q.agentId,
-    label: q.label,
-    channel: q.channel,
-    activeSince: q.activeMinutes ? now - q.activeMinutes * 60_000 : undefined,
-    archived: q.archived,
-    excludeKeys: q.excludeKeys,
-    limit: q.limit + 1,
-    cursor: q.cursor,
-  };
-  // A scope for another agent than the one asked for selects nothing: skip its query.
-  // All of them in one D1 round trip.
-  const results = await listSessionsBatch(
-    env,
-    scopes
-      .filter((s) => !(s.agentId && q.agentId && s.agentId !== q.agentId))
-      .map((s) => ({ ...base, ...s })),
-    LISTED_COLUMNS,
-  );
-  const seen = new Set<string>();
-  // One scope is already in index order; several are merged in the same order.
-  const rows =
-    results.length === 1
-      ? (results[0] ?? [])
-      : results
-          .flat()
-          .filter((r) => !seen.has(r.key) && seen.add(r.key))
-          .sort(newestFirst)
-          .slice(0, q.limit + 1);
-  const page = rows.slice(0, q.limit);
-  // Every row's messages in one round trip, not one query per row (up to 200 of them).
-  const messages: Map<string, TranscriptMessage[]> | undefined =
-    q.messageLimit > 0
-      ? await recentMessagesOf(
-          env,
-          page.map((row) => row.sessionId),
-          q.messageLimit,
-          { excludeToolResults: true },
-        )
-      : undefined;
-  const sessions = page.map((row) => {
+/** The rows of one page as read: at most the page's limit, newest first. */
+export interface SessionPageRows {
+  rows: ListedEntry[];
+  /** Whether more rows follow the last one. */
+  more: boolean;
+  /** The rows' messages by sessionId, when they were asked for (a row without any has none). */
+  messages?: ReadonlyMap<string, TranscriptMessage[]>;
+}
+
+/** The page as listed: its rows shaped at `now`, and `nextCursor` when more rows follow. */
+export function sessionPage(page: SessionPageRows, now: number, opts: SessionPageOptions) {
+  const { rows, messages } = page;
+  const sessions = rows.map((row) => {
     const view = listRow(row, opts.displayKey(row), now, messages && (messages.get(row.sessionId) ?? []));
     if (opts.spawnedBy && view.spawnedBy) view.spawnedBy = opts.spawnedBy(view.spawnedBy);
     return view;
   });
-  const last = page[page.length - 1];
+  const last = rows[rows.length - 1];
   return {
     count: sessions.length,
     sessions,
-    ...(rows.length > q.limit && last ? { nextCursor: encodeCursor(last.updatedAt, last.key) } : {}),
+    ...(page.more && last ? { nextCursor: encodeCursor(last.updatedAt, last.key) } : {}),
   };
 }

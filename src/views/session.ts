@@ -1,9 +1,77 @@
 /**
  * JSON views of session entries (SPEC §3 entry, SPEC §6 list row). The gateway owns all
- * derived fields (kind, channel, transcriptPath), so clients never reconstruct them.
+ * derived fields (kind, channel, transcriptPath), so clients never reconstruct them. Pure:
+ * callers read the entries and pass them in; the views name the fields they show
+ * (`SessionEntry`), which an index row has as it is.
  */
-import type { ListedSession, SessionRow } from "../db/queries";
 import type { TranscriptMessage } from "../transcript/message";
+
+/**
+ * A session entry as the views read it (SPEC §3 field names), typed as the index stores it, so
+ * an index row is one. The views use these fields and no others.
+ */
+export interface SessionEntry {
+  key: string;
+  agentId: string;
+  sessionId: string;
+  kind: string;
+  chatType: string | null;
+  channel: string | null;
+  displayName: string | null;
+  label: string | null;
+  updatedAt: number;
+  sessionStartedAt: number;
+  model: string | null;
+  modelOverride: string | null;
+  contextTokens: number;
+  inputTokens: number;
+  outputTokens: number;
+  totalTokens: number;
+  compactionCount: number;
+  thinkingLevel: string | null;
+  verboseLevel: string | null;
+  systemSent: boolean;
+  abortedLastRun: boolean;
+  sendPolicy: string | null;
+  lastChannel: string | null;
+  lastTo: string | null;
+  lastThreadId: string | null;
+  deliveryContext: unknown;
+  spawnedBy: string | null;
+  archivedAt: number | null;
+  runStatus: string;
+  expiresAt: number | null;
+  expiredAt: number | null;
+}
+
+/** What a listing row shows of an entry (SPEC §6): the columns a listing page reads. */
+export type ListedEntry = Pick<
+  SessionEntry,
+  | "key"
+  | "agentId"
+  | "sessionId"
+  | "kind"
+  | "channel"
+  | "displayName"
+  | "label"
+  | "updatedAt"
+  | "model"
+  | "contextTokens"
+  | "totalTokens"
+  | "thinkingLevel"
+  | "verboseLevel"
+  | "systemSent"
+  | "abortedLastRun"
+  | "sendPolicy"
+  | "lastChannel"
+  | "lastTo"
+  | "deliveryContext"
+  | "spawnedBy"
+  | "archivedAt"
+  | "runStatus"
+  | "expiresAt"
+  | "expiredAt"
+>;
 
 export function transcriptPath(sessionId: string): string {
   return `/v1/transcripts/${sessionId}.jsonl`;
@@ -22,13 +90,13 @@ function compact<T extends Record<string, unknown>>(o: T): T {
   return out as T;
 }
 
-/** The full entry (SPEC §3 field names). */
-export function entryView(row: SessionRow) {
+/** The full entry (SPEC §3 field names): every field of the row, unset ones left out. */
+export function entryView<R extends Pick<SessionEntry, "sessionId">>(row: R) {
   return compact({ ...row, transcriptPath: transcriptPath(row.sessionId) });
 }
 
 /** `channel` per SPEC §6: groups their channel, direct chats lastChannel, internal kinds `internal`. */
-export function listChannel(row: Pick<SessionRow, "kind" | "key" | "channel" | "lastChannel">): string {
+export function listChannel(row: Pick<SessionEntry, "kind" | "key" | "channel" | "lastChannel">): string {
   if (row.kind === "cron" || row.kind === "hook" || row.kind === "node") return "internal";
   if (row.key.includes(":subagent:")) return "unknown";
   if (row.kind === "group") return row.channel ?? "unknown";
@@ -40,7 +108,7 @@ export function listChannel(row: Pick<SessionRow, "kind" | "key" | "channel" | "
  * records it within a minute; until then the expiry itself says so, so a list never shows a
  * stale session as current.
  */
-export function expiredAtOf(row: Pick<SessionRow, "expiredAt" | "expiresAt">, now: number): number | null {
+export function expiredAtOf(row: Pick<SessionEntry, "expiredAt" | "expiresAt">, now: number): number | null {
   if (row.expiredAt !== null) return row.expiredAt;
   return row.expiresAt !== null && row.expiresAt <= now ? row.expiresAt : null;
 }
@@ -50,7 +118,7 @@ export function expiredAtOf(row: Pick<SessionRow, "expiredAt" | "expiresAt">, no
  * shape; then what the index adds (archived, expiry) when it says something, and the messages
  * when they were asked for.
  */
-export function listRow(row: ListedSession, displayKey: string, now: number, messages?: TranscriptMessage[]) {
+export function listRow(row: ListedEntry, displayKey: string, now: number, messages?: TranscriptMessage[]) {
   const expiredAt = expiredAtOf(row, now);
   return {
     key: displayKey,

@@ -1,18 +1,46 @@
 /**
  * The status card of a session (SPEC §12 `/status`, §6 `session_status`): key and id, model,
  * context used, thinking/verbose levels, send policy, queue depth and the last reset. Pure:
- * callers supply the entry and the queue depth (asked of the session's actor).
+ * callers supply the entry (`StatusEntry`: the fields the card reads) and the queue depth
+ * (asked of the session's actor).
  */
 import type { Config } from "../config/schema";
-import type { SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import type { QueueDepth } from "../runs/types";
 import { formatInstant, formatTokens } from "./format";
+import type { SessionEntry } from "./session";
+
+/** What the status card reads of a session entry. */
+export type StatusEntry = Pick<
+  SessionEntry,
+  | "key"
+  | "sessionId"
+  | "agentId"
+  | "kind"
+  | "label"
+  | "chatType"
+  | "channel"
+  | "lastChannel"
+  | "lastThreadId"
+  | "sendPolicy"
+  | "model"
+  | "modelOverride"
+  | "contextTokens"
+  | "totalTokens"
+  | "inputTokens"
+  | "outputTokens"
+  | "compactionCount"
+  | "thinkingLevel"
+  | "verboseLevel"
+  | "runStatus"
+  | "sessionStartedAt"
+  | "updatedAt"
+>;
 
 /** The model a session's next run uses: its override, else the one it last ran, else the agent's. */
 export function effectiveModel(
-  row: Pick<SessionRow, "agentId" | "model" | "modelOverride">,
+  row: Pick<StatusEntry, "agentId" | "model" | "modelOverride">,
   config: Config,
 ): string {
   const agent = config.agents.list.find((a) => a.id === row.agentId);
@@ -20,7 +48,7 @@ export function effectiveModel(
 }
 
 /** The status card of an existing session (pure). */
-export function statusCard(row: SessionRow, displayKey: string, queue: QueueDepth, config: Config) {
+export function statusCard(row: StatusEntry, displayKey: string, queue: QueueDepth, config: Config) {
   const { chatType, thread } = chatTypeOfKey(row.key, !!row.lastThreadId);
   const override = row.sendPolicy === "allow" || row.sendPolicy === "deny" ? row.sendPolicy : null;
   const effective = evaluateSendPolicy(

@@ -5,7 +5,12 @@
  * topic, dedupe of the platform's retries, access rules (pairing, requireMention), long replies
  * split at the platform's limit, and the platform's failures classified.
  */
-import { createExecutionContext, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import {
+  createExecutionContext,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/http/app";
@@ -30,7 +35,7 @@ import {
   platformFakes,
   telegramBot,
 } from "../support/platform-world";
-import { actor, eventually, TOKEN } from "./support";
+import { actor, drain, eventually, holdClock, nextAttempt, outboxOf, TOKEN } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const VARS = PLATFORM_SECRETS;
@@ -77,6 +82,7 @@ beforeEach(() => {
 
 afterEach(() => {
   vi.restoreAllMocks();
+  vi.useRealTimers();
 });
 
 /** The session's actor runs with this file's config and secrets (call before its first message). */
@@ -147,7 +153,7 @@ describe("Telegram", () => {
     ).toBe(200);
     const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
     expect(history.payload.messages).toHaveLength(2);
-    await new Promise((r) => setTimeout(r, 100));
+    await drain(key);
     expect(posted(telegram)).toHaveLength(1);
   });
 
@@ -254,23 +260,34 @@ describe("Telegram", () => {
   it("429 (retry_after) and then 500s lose nothing and double nothing", async () => {
     const key = "agent:main:telegram:dm:888";
     await prepare(key);
+    const t0 = holdClock();
     telegram.fail(429, 1, 1);
     telegram.fail(500, 3);
     await post(
       "/connectors/telegram",
       telegramRequest(telegramUpdate({ from: 888, text: "through the storm" }), VARS.TELEGRAM_WEBHOOK_SECRET),
     );
-    const delivered = await eventually(async () => {
-      const list = await rpc<{
-        deliveries: Array<{ sessionKey: string; status: string; attempts: number; lastError?: string }>;
-      }>("deliveries.list", { sessionKey: key });
-      const d = list.payload.deliveries[0];
-      return d?.status === "delivered" ? d : undefined;
-    }, 8_000);
-    expect(delivered.attempts).toBe(5);
+    // The first attempt, with the run, met the 429: the next one waits out its retry_after (1 s).
+    await eventually(async () => (await outboxOf(key))[0]?.attempts === 1);
+    vi.setSystemTime(t0 + 999);
+    await runDurableObjectAlarm(actor(key));
+    expect(await outboxOf(key)).toEqual([expect.objectContaining({ attempts: 1, nextAt: t0 + 1000 })]);
+    // Each attempt after it is made at the actor's alarm, once the clock is moved there: the
+    // 500s back off 40, 80, then 100 ms (20 ms doubling, capped at 100).
+    const attemptedAt: number[] = [];
+    for (let i = 0; i < 4; i++) {
+      const { before, at } = await nextAttempt(key);
+      expect(at).toBe(before.nextAt);
+      attemptedAt.push(at! - t0);
+    }
+    expect(attemptedAt).toEqual([1000, 1040, 1120, 1220]);
+    await drain(key);
+    const list = await rpc<{ deliveries: Array<{ status: string; attempts: number }> }>("deliveries.list", {
+      sessionKey: key,
+    });
+    expect(list.payload.deliveries).toEqual([expect.objectContaining({ status: "delivered", attempts: 5 })]);
     expect(posted(telegram).map((c) => c.body.text)).toEqual(["echo: through the storm"]);
     const attempts = telegram.calls.filter((c) => c.path.endsWith("/sendMessage"));
-    // The 429's retry_after (1 s) was waited out before the next attempt.
     expect(attempts.map((c) => c.status)).toEqual([429, 500, 500, 500, 200]);
   });
 });
@@ -308,7 +325,7 @@ describe("Slack", () => {
         })
       ).status,
     ).toBe(200);
-    await new Promise((r) => setTimeout(r, 100));
+    await drain(key);
     expect(posted(slack)).toHaveLength(1);
   });
 
@@ -359,7 +376,7 @@ describe("Slack", () => {
       text: `echo: ${text}`,
       thread_ts: "1700000000.000100",
     });
-    await new Promise((r) => setTimeout(r, 100));
+    await drain(key);
     expect(posted(slack)).toHaveLength(1);
   });
 

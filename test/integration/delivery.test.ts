@@ -1,6 +1,20 @@
-import { describe, expect, it } from "vitest";
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { afterEach, describe, expect, it, vi } from "vitest";
 import { hangingFetch } from "./rpc-support";
-import { dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+import {
+  actor,
+  backlogOf,
+  dm,
+  drain,
+  eventually,
+  fakeConnector,
+  holdClock,
+  inbound,
+  nextAttempt,
+  outboxOf,
+  rpc,
+  waitRun,
+} from "./support";
 
 interface Delivery {
   deliveryId: string;
@@ -15,101 +29,127 @@ async function deliveryOf(runId: string): Promise<Delivery | undefined> {
   return list.payload.deliveries.find((d) => d.deliveryId.startsWith(runId));
 }
 
-// TEST_CONFIG: delivery { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200 }.
+/** A message in a group chat of its own (its own session, so its own actor and outbox). */
+async function say(groupId: string, text: string) {
+  const res = await inbound("telegram", dm(text, { chatType: "group", groupId, from: `${groupId}-user` }));
+  return (await res.json()) as { runId: string; sessionKey: string };
+}
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+// TEST_CONFIG: delivery { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 200 }. The clock is held
+// (`holdClock`): an attempt after the first is made when the test moves the clock to the
+// actor's alarm, never by waiting for it.
 describe("delivery outbox", () => {
   it("retries a connector that is down with backoff and delivers once it is back", async () => {
+    const t0 = holdClock();
     let down = true;
     const connector = fakeConnector(() => (down ? 503 : 200));
-    const ack = (await (await inbound("telegram", dm("are you there?", { from: "patient" }))).json()) as {
-      runId: string;
-    };
-    await waitRun(ack.runId);
-    const retrying = await eventually(async () => {
-      const d = await deliveryOf(ack.runId);
-      return d?.status === "retrying" && d.attempts >= 1 ? d : undefined;
+    const { runId, sessionKey } = await say("patient", "are you there?");
+    await waitRun(runId);
+    // The first attempt, with the run, failed: the next is due baseDelayMs later, at the alarm.
+    expect(await deliveryOf(runId)).toMatchObject({
+      status: "retrying",
+      attempts: 1,
+      nextAttemptAt: t0 + 50,
+      lastError: expect.stringMatching(/connector answered 503/),
     });
-    expect(retrying.lastError).toMatch(/connector answered 503/);
-    expect(retrying.nextAttemptAt).toBeGreaterThan(Date.now() - 1000);
+    const [owed] = await outboxOf(sessionKey);
+    expect(owed).toMatchObject({ attempts: 1, nextAt: t0 + 50 });
+    expect((await backlogOf(sessionKey)).alarm).toBe(t0 + 50);
+    // Before its time, the alarm attempts nothing (and sets itself again).
+    expect(await runDurableObjectAlarm(actor(sessionKey))).toBe(true);
+    expect(await outboxOf(sessionKey)).toEqual([owed]);
+    expect(connector.attempts()).toBe(1);
+
+    // Still down at the second attempt: the backoff doubles.
+    const second = await nextAttempt(sessionKey);
+    expect(second.at).toBe(t0 + 50);
+    expect(second.after).toMatchObject({ attempts: 2, nextAt: t0 + 50 + 100 });
     down = false;
-    const delivered = await eventually(async () => {
-      const d = await deliveryOf(ack.runId);
-      return d?.status === "delivered" ? d : undefined;
-    });
-    expect(delivered.attempts).toBeGreaterThan(1);
+    const third = await nextAttempt(sessionKey);
+    expect(third.at).toBe(t0 + 150);
+    expect(third.after).toBeUndefined();
+    expect(await deliveryOf(runId)).toMatchObject({ status: "delivered", attempts: 3 });
+    expect(connector.attempts()).toBe(3);
     expect(connector.delivered).toHaveLength(1);
     expect(connector.delivered[0]!.body).toMatchObject({
       text: "echo: are you there?",
-      deliveryId: `${ack.runId}:reply`,
+      deliveryId: `${runId}:reply`,
     });
+    // Nothing is left to attempt.
+    await drain(sessionKey);
     connector.restore();
   });
 
   it("marks a delivery dead after the configured attempts when the connector stays down", async () => {
+    const t0 = holdClock();
     const connector = fakeConnector(() => 500);
-    const ack = (await (await inbound("telegram", dm("anyone?", { from: "lonely" }))).json()) as {
-      runId: string;
-    };
-    await waitRun(ack.runId);
-    const dead = await eventually(async () => {
-      const d = await deliveryOf(ack.runId);
-      return d?.status === "dead" ? d : undefined;
-    });
-    expect(dead.attempts).toBe(3);
-    expect(dead.lastError).toMatch(/connector answered 500/);
-    await new Promise((r) => setTimeout(r, 300));
+    const { runId, sessionKey } = await say("lonely", "anyone?");
+    await waitRun(runId);
+    expect((await nextAttempt(sessionKey)).at).toBe(t0 + 50);
+    const last = await nextAttempt(sessionKey);
+    expect(last.at).toBe(t0 + 150);
+    // The third attempt was the last: its row is gone, and with it the actor's alarm.
+    expect(last.after).toBeUndefined();
+    const dead = await deliveryOf(runId);
+    expect(dead).toMatchObject({ status: "dead", attempts: 3 });
+    expect(dead?.lastError).toMatch(/connector answered 500/);
+    await drain(sessionKey);
     expect(connector.attempts()).toBe(3);
     const listed = await rpc<{ deliveries: Delivery[] }>("deliveries.list", { status: "dead" });
-    expect(listed.payload.deliveries.map((d) => d.deliveryId)).toContain(dead.deliveryId);
+    expect(listed.payload.deliveries.map((d) => d.deliveryId)).toContain(dead!.deliveryId);
     connector.restore();
   });
 });
 
 describe("deliveries.retry", () => {
   it("queues a dead delivery again, delivers it once, and refuses a delivered one", async () => {
+    holdClock();
     let down = true;
     const connector = fakeConnector(() => (down ? 500 : 200));
-    const ack = (await (await inbound("telegram", dm("retry me", { from: "second-chance" }))).json()) as {
-      runId: string;
-    };
-    await waitRun(ack.runId);
-    const dead = await eventually(async () => {
-      const d = await deliveryOf(ack.runId);
-      return d?.status === "dead" ? d : undefined;
-    });
+    const { runId, sessionKey } = await say("second-chance", "retry me");
+    await waitRun(runId);
+    await nextAttempt(sessionKey);
+    await nextAttempt(sessionKey);
+    const dead = await deliveryOf(runId);
+    expect(dead).toMatchObject({ status: "dead", attempts: 3 });
     down = false;
-    const retried = await rpc("deliveries.retry", { deliveryId: dead.deliveryId });
+    const retried = await rpc("deliveries.retry", { deliveryId: dead!.deliveryId });
     expect(retried.status).toBe(200);
-    expect(retried.payload).toEqual({ deliveryId: dead.deliveryId, status: "pending", requeued: true });
-    const delivered = await eventually(async () => {
-      const d = await deliveryOf(ack.runId);
-      return d?.status === "delivered" ? d : undefined;
-    });
+    expect(retried.payload).toEqual({ deliveryId: dead!.deliveryId, status: "pending", requeued: true });
+    // Requeued, it is attempted at once (no alarm, no clock moved).
+    await drain(sessionKey);
+    const delivered = await deliveryOf(runId);
     // A fresh round of attempts: the first one of it succeeded.
-    expect(delivered.attempts).toBe(1);
+    expect(delivered).toMatchObject({ status: "delivered", attempts: 1 });
     expect(connector.delivered).toHaveLength(1);
     expect(connector.delivered[0]!.body).toMatchObject({
-      deliveryId: dead.deliveryId,
+      deliveryId: dead!.deliveryId,
       text: "echo: retry me",
     });
 
-    const again = await rpc("deliveries.retry", { deliveryId: dead.deliveryId });
+    const again = await rpc("deliveries.retry", { deliveryId: dead!.deliveryId });
     expect(again.status).toBe(409);
     expect(again.error?.message).toMatch(/was delivered; only a dead one can be retried/);
     connector.restore();
   });
 
   it("leaves a delivery that is still owed alone, and names what is wrong with a bad request", async () => {
+    holdClock();
     const connector = fakeConnector(() => 503);
-    const ack = (await (await inbound("telegram", dm("still trying", { from: "owed" }))).json()) as {
-      runId: string;
-    };
-    await waitRun(ack.runId);
-    const owed = await eventually(async () => {
-      const d = await deliveryOf(ack.runId);
-      return d?.status === "retrying" ? d : undefined;
-    });
-    const retried = await rpc("deliveries.retry", { deliveryId: owed.deliveryId });
-    expect(retried.payload).toEqual({ deliveryId: owed.deliveryId, status: "retrying", requeued: false });
+    const { runId, sessionKey } = await say("owed", "still trying");
+    await waitRun(runId);
+    // Held clock: the delivery stays owed (retrying) until the test moves it, which it does not.
+    const owed = await deliveryOf(runId);
+    expect(owed?.status).toBe("retrying");
+    const retried = await rpc("deliveries.retry", { deliveryId: owed!.deliveryId });
+    expect(retried.payload).toEqual({ deliveryId: owed!.deliveryId, status: "retrying", requeued: false });
+    expect(await outboxOf(sessionKey)).toEqual([
+      expect.objectContaining({ deliveryId: owed!.deliveryId, attempts: 1 }),
+    ]);
 
     const unknown = await rpc("deliveries.retry", { deliveryId: "no-such-delivery" });
     expect(unknown.status).toBe(404);

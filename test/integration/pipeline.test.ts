@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { verifySignature } from "../../src/auth/signature";
-import { dm, eventually, fakeConnector, inbound, rpc, SECRET, waitRun } from "./support";
+import { dm, drain, eventually, fakeConnector, inbound, rpc, SECRET, waitRun } from "./support";
 
 describe("inbound pipeline", () => {
   it("answers 202, runs the agent, delivers a signed reply and records the transcript", async () => {
@@ -64,7 +64,8 @@ describe("inbound dedupe", () => {
     });
     const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: first.sessionKey });
     expect(history.payload.messages).toHaveLength(2);
-    await new Promise((r) => setTimeout(r, 200));
+    // A run the repeat had started would be done by now, its reply delivered.
+    await drain(first.sessionKey);
     expect(connector.delivered).toHaveLength(1);
     connector.restore();
   });

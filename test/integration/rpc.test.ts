@@ -19,7 +19,7 @@ import {
   transcriptMessages,
   withActorConfig,
 } from "./rpc-support";
-import { dm, eventually, fakeConnector, inbound, rpc, TOKEN, waitRun } from "./support";
+import { dm, drain, eventually, fakeConnector, inbound, rpc, TOKEN, waitRun } from "./support";
 
 interface Row {
   key: string;
@@ -1178,7 +1178,7 @@ describe("chat.send", () => {
     await eventually(async () => connector.delivered.length === 1);
     const res = await rpc<Queued>("chat.send", { sessionKey: s.sessionKey, message: "just for the log" });
     await waitRun(res.payload.runId);
-    await new Promise((r) => setTimeout(r, 150));
+    await drain(s.sessionKey);
     expect(connector.delivered).toHaveLength(1);
     connector.restore();
   });
@@ -1227,7 +1227,7 @@ describe("chat.send", () => {
     await waitRun(a.payload.runId);
     const c = await rpc<Queued>("chat.send", params);
     expect(c.payload).toEqual(a.payload);
-    await new Promise((r) => setTimeout(r, 100));
+    await drain(s.sessionKey);
     const history = await rpc<HistoryPayload>("chat.history", { sessionKey: s.sessionKey });
     expect(history.payload.messages.filter((m) => m.role === "user").map((m) => m.content[0]?.text)).toEqual([
       "create",
@@ -1434,7 +1434,7 @@ describe("agent.wait and runs.get", () => {
       expect(await waitRun(second.payload.runId)).toMatchObject({ status: "aborted", runStatus: "aborted" });
       expect((await rpc("runs.get", { runId: second.payload.runId })).payload.status).toBe("aborted");
       // The deleted entry stays deleted once the aborted run has wound down.
-      await new Promise((r) => setTimeout(r, 200));
+      await drain(key);
       expect(await getSession(env, key)).toBeUndefined();
       expectError(await rpc("sessions.resolve", { key }), 404, "NOT_FOUND");
       model.restore();

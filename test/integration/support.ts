@@ -64,16 +64,20 @@ export function actor(sessionKey: string) {
   return env.SESSION_ACTOR.getByName(sessionKey);
 }
 
-/** Polls until `check` returns a value (bounded: throws after `timeoutMs`). */
+/**
+ * Polls until `check` returns a value (bounded: throws after `timeoutMs`). For waits on what
+ * must happen; to show that something does not, drain the actors (`drain`) and look then.
+ * The deadline is kept with performance.now(), which a faked Date (`holdClock`) leaves running.
+ */
 export async function eventually<T>(
   check: () => Promise<T | undefined | false>,
   timeoutMs = 5000,
 ): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await check();
     if (value) return value;
-    if (Date.now() > deadline) throw new Error(`condition not met within ${timeoutMs}ms`);
+    if (performance.now() > deadline) throw new Error(`condition not met within ${timeoutMs}ms`);
     await new Promise((r) => setTimeout(r, 10));
   }
 }
@@ -105,6 +109,126 @@ export async function actorSettled(sessionKey: string) {
 /** Runs a pending alarm of the actor right away, if one is set. */
 export function fireAlarm(sessionKey: string) {
   return runDurableObjectAlarm(actor(sessionKey));
+}
+
+/** What a session's actor holds, read from its storage. */
+export interface ActorBacklog {
+  /** Runs queued or running (`queue`). */
+  runs: number;
+  /** Deliveries owed (`outbox`): a row stays until its attempt in flight has settled. */
+  deliveries: number;
+  /** D1 records deferred in its journal (`d1_pending`). */
+  records: number;
+  /** When its alarm is set to go off, or null. */
+  alarm: number | null;
+  /** Runs ended and run ids or announcements received: counts that only grow as work is done. */
+  finished: number;
+  received: number;
+}
+
+export function backlogOf(sessionKey: string): Promise<ActorBacklog> {
+  return runInDurableObject(actor(sessionKey), async (_instance, state) => {
+    const count = (table: string) =>
+      state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
+    return {
+      runs: count("queue"),
+      deliveries: count("outbox"),
+      records: count("d1_pending"),
+      alarm: await state.storage.getAlarm(),
+      finished: count("finished"),
+      received: count("received"),
+    };
+  });
+}
+
+/** The deliveries the actor still owes: its `outbox` rows, and when each is attempted next. */
+export function outboxOf(sessionKey: string) {
+  return runInDurableObject(actor(sessionKey), (_instance, state) =>
+    state.storage.sql
+      .exec<{ deliveryId: string; attempts: number; nextAt: number }>(
+        `SELECT delivery_id AS deliveryId, attempts, next_at AS nextAt FROM outbox ORDER BY next_at`,
+      )
+      .toArray(),
+  );
+}
+
+const DRAIN_TIMEOUT_MS = 5000;
+const idle = (b: ActorBacklog) => !b.runs && !b.deliveries && !b.records && b.alarm === null;
+
+/**
+ * Lets the actors of `sessionKeys` finish everything they have to do, so that a test can then
+ * assert that nothing more happened (no second delivery, no new run) without sleeping: a due
+ * alarm is run at once, work under way (a run, an attempt in flight) is waited for, and it
+ * returns once two reads in a row find every actor without runs, deliveries owed, deferred
+ * records or an alarm, and with no run ended or message received in between (so work one of
+ * them handed to another after it was read is seen). Throws, naming what is left, when that
+ * does not happen within DRAIN_TIMEOUT_MS: work left for later (a backoff's alarm) is a
+ * failure here, not something to wait out; with a held clock, move it on (`advanceToAlarm`).
+ */
+export async function drain(...sessionKeys: string[]): Promise<void> {
+  const deadline = performance.now() + DRAIN_TIMEOUT_MS;
+  let previous: string | undefined;
+  for (;;) {
+    const backlogs: Record<string, ActorBacklog> = {};
+    for (const key of sessionKeys) {
+      const backlog = await backlogOf(key);
+      if (backlog.alarm !== null && backlog.alarm <= Date.now()) await runDurableObjectAlarm(actor(key));
+      backlogs[key] = backlog;
+    }
+    const seen = JSON.stringify(backlogs);
+    if (Object.values(backlogs).every(idle)) {
+      if (seen === previous) return;
+      previous = seen;
+      continue;
+    }
+    previous = undefined;
+    if (performance.now() > deadline) {
+      throw new Error(`actors not drained within ${DRAIN_TIMEOUT_MS}ms: ${seen}`);
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+/**
+ * Holds the clock for this test: Date is faked (the actors run in this isolate and read it
+ * too), set `aheadMs` ahead and standing still. The alarms actors set from it are then that far
+ * off for workerd, so none goes off by itself: the test moves the clock and runs them
+ * (`advanceToAlarm`). Returns the held time; undo with vi.useRealTimers() (in an afterEach).
+ */
+export function holdClock(aheadMs = 3_600_000): number {
+  const now = Date.now() + aheadMs;
+  vi.useFakeTimers({ toFake: ["Date"] });
+  vi.setSystemTime(now);
+  return now;
+}
+
+/**
+ * Moves a held clock (`holdClock`) to the actor's alarm and runs it. Returns the alarm's time,
+ * or null when none was set (nothing ran).
+ */
+export async function advanceToAlarm(sessionKey: string): Promise<number | null> {
+  const { alarm } = await backlogOf(sessionKey);
+  if (alarm === null) return null;
+  if (alarm > Date.now()) vi.setSystemTime(alarm);
+  await runDurableObjectAlarm(actor(sessionKey));
+  return alarm;
+}
+
+/**
+ * The next attempt of the delivery the actor owes first, under a held clock (`holdClock`): the
+ * clock moves to the actor's alarm, which makes it. Returns once that attempt has settled (its
+ * outbox row counts one attempt more, or is gone: delivered or dead), with the row before it,
+ * the alarm's time and the row after it.
+ */
+export async function nextAttempt(sessionKey: string) {
+  const [before] = await outboxOf(sessionKey);
+  if (!before) throw new Error(`${sessionKey} owes no delivery`);
+  const at = await advanceToAlarm(sessionKey);
+  const settled = await eventually(async () => {
+    const row = (await outboxOf(sessionKey)).find((r) => r.deliveryId === before.deliveryId);
+    return (!row || row.attempts > before.attempts) && { row };
+  });
+  return { before, at, after: settled.row };
 }
 
 let counter = 0;

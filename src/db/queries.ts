@@ -7,7 +7,7 @@ import { and, desc, eq, inArray, isNotNull, isNull, lt, or, type SQL } from "dri
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import { col, type SelectPart, selectRows, selectUnion } from "./reads";
 import * as schema from "./schema";
-import { insertQuery, type Query, updateQuery } from "./writes";
+import { boundStatement, insertQuery, type Query, updateQuery } from "./writes";
 
 export type SessionRow = typeof schema.sessions.$inferSelect;
 export type RunRow = typeof schema.runs.$inferSelect;
@@ -43,7 +43,7 @@ export function database(env: Env) {
 
 /** A D1 statement, so that writes of one step can share one `DB.batch` (SQL from ./writes). */
 export function statement(env: Env, query: Query): D1PreparedStatement {
-  return env.DB.prepare(query.sql).bind(...query.params);
+  return boundStatement(env.DB, query);
 }
 
 /** Runs writes in one round trip (D1 batches are atomic). */
@@ -60,15 +60,19 @@ export function upsertSessionStatement(env: Env, row: SessionRow): D1PreparedSta
   return statement(env, insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest }));
 }
 
+/** The upsert of an entry updates only a stored row not updated later than the entry. */
+const NOT_NEWER = `${col(schema.sessions, "updatedAt")} <= excluded.${col(schema.sessions, "updatedAt")}`;
+
 /**
  * The entry's upsert, unless the stored row was updated later: a deferred write that lands
  * after a newer one never moves the entry back.
  */
 export function upsertSessionUnlessNewerStatement(env: Env, row: SessionRow): D1PreparedStatement {
   const { key: _key, ...rest } = row;
-  const query = insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest });
-  const updatedAt = col(schema.sessions, "updatedAt");
-  return env.DB.prepare(`${query.sql} where ${updatedAt} <= excluded.${updatedAt}`).bind(...query.params);
+  return statement(
+    env,
+    insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest, where: NOT_NEWER }),
+  );
 }
 
 export function recordTranscriptStatement(env: Env, sessionId: string, sessionKey: string, now: number) {

@@ -1,18 +1,18 @@
 /**
- * Read statements for the hot read paths (an entry by key, a listing page, a history page)
- * without drizzle's query builder and row mapping, whose per-call object walks were the
- * largest share of a read request's isolate time. The select list is derived from the drizzle
- * schema once per table and projection (every column, or the ones a caller names), rows come
- * back as arrays (`.raw()`: the D1 client builds no object per row) and are decoded by the
- * schema's own columns (JSON, booleans), so a row is exactly what drizzle's
- * `.select().from(table)` returns (test/unit/reads.test.ts compares them). Callers write only
- * their WHERE/ORDER clauses, with `?` parameters.
+ * Read statements for the hot read paths (an entry by key, a listing page, a history page):
+ * plain SQL through D1, rows read as arrays (`.raw()`: the D1 client builds no object per row)
+ * and mapped to the schema's row shape by the columns written out in columns.ts (name and
+ * codec per property), with no drizzle query builder or row mapping on the way, whose per-call
+ * object walks were the largest share of a read request's isolate time. A row is what drizzle's
+ * `.select().from(table)` returns (test/unit/reads.test.ts compares them). The select list of
+ * a projection (every column, or the properties a caller names) is built once; callers write
+ * only their WHERE/ORDER clauses, with `?` parameters.
  */
-import { type Column, getTableColumns, getTableName } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import { type Decode, decoderOf, tableDef } from "./columns";
 
-/** [property, column name, decoder or null when the driver value is the value]. */
-type Decoder = [string, string, ((value: unknown) => unknown) | null];
+/** [property, column name, quoted column name, decoder]. */
+type Decoder = [key: string, name: string, quoted: string, decode: Decode];
 
 interface Projection {
   /** `select "a", "b" from "t"` */
@@ -34,12 +34,13 @@ const plans = new WeakMap<SQLiteTable, TablePlan>();
 function plan(table: SQLiteTable): TablePlan {
   let p = plans.get(table);
   if (p) return p;
+  const def = tableDef(table);
   p = {
-    name: getTableName(table),
+    name: def.name,
     decoders: new Map(
-      Object.entries(getTableColumns(table)).map(([key, column]) => [
+      Object.entries(def.columns).map(([key, column]) => [
         key,
-        [key, column.name, identityDecoded(column) ? null : (v: unknown) => column.mapFromDriverValue(v)],
+        [key, column.name, `"${column.name}"`, decoderOf(column.codec)],
       ]),
     ),
     projections: new Map(),
@@ -59,53 +60,40 @@ function projection(table: SQLiteTable, keys?: readonly string[]): Projection {
     if (!d) throw new Error(`${p.name} has no column ${key}`);
     return d;
   });
-  proj = { head: `select ${decoders.map(([, name]) => `"${name}"`).join(", ")} from "${p.name}"`, decoders };
+  proj = { head: `select ${decoders.map((d) => d[2]).join(", ")} from "${p.name}"`, decoders };
   p.projections.set(id, proj);
   return proj;
-}
-
-/**
- * Whether a column's driver value is already its value (plain text, integer and real columns:
- * drizzle's decoder returns its input), so rows skip the call. JSON, boolean and timestamp
- * modes decode.
- */
-function identityDecoded(column: Column): boolean {
-  const probe =
-    column.columnType === "SQLiteText" ||
-    column.columnType === "SQLiteInteger" ||
-    column.columnType === "SQLiteReal";
-  if (!probe) return false;
-  return column.mapFromDriverValue("x") === "x" && column.mapFromDriverValue(7) === 7;
 }
 
 /** The quoted column name of a property of `table`. */
 export function col<T extends SQLiteTable>(table: T, key: keyof T["$inferSelect"] & string): string {
   const d = plan(table).decoders.get(key);
-  if (!d) throw new Error(`${getTableName(table)} has no column ${key}`);
-  return `"${d[1]}"`;
+  if (!d) throw new Error(`${plan(table).name} has no column ${key}`);
+  return d[2];
 }
 
 /** The properties `keys` of a row of `table` (every property when absent). */
 type Selected<T extends SQLiteTable, K extends keyof T["$inferSelect"]> = Pick<T["$inferSelect"], K>;
 
-function decode(value: unknown, decoder: Decoder[2]): unknown {
-  return value === null || value === undefined ? null : decoder ? decoder(value) : value;
+/** A stored value as a row holds it (null, and a missing column, are null). */
+function decoded(value: unknown, decode: Decode): unknown {
+  return value === null || value === undefined ? null : decode ? decode(value) : value;
 }
 
 /** A D1 row (keyed by column name, as `.all()` and `batch` give it) as the schema's row shape. */
 export function mapRow<T extends SQLiteTable>(table: T, raw: Record<string, unknown>): T["$inferSelect"] {
   const row: Record<string, unknown> = {};
-  for (const [key, name, decoder] of projection(table).decoders) row[key] = decode(raw[name], decoder);
+  for (const [key, name, , decode] of projection(table).decoders) row[key] = decoded(raw[name], decode);
   return row as T["$inferSelect"];
 }
 
-/** A raw D1 row (values in select order from `offset`) of the projection `keys` as an object. */
+/** A raw D1 row (values in select order from `offset`) of a projection as an object. */
 function mapValues(decoders: Decoder[], values: unknown[], offset: number): Record<string, unknown> {
   const row: Record<string, unknown> = {};
   for (let i = 0; i < decoders.length; i++) {
     // Indexed, not destructured: this runs for every cell of every row read.
     const d = decoders[i] as Decoder;
-    row[d[0]] = decode(values[i + offset], d[2]);
+    row[d[0]] = decoded(values[i + offset], d[3]);
   }
   return row;
 }
@@ -140,8 +128,9 @@ export const MAX_UNION_TERMS = 5;
  * several), one list per part, read in one statement: the selects joined by `union all`, each
  * row tagged with its part, parts of different projections side by side with NULLs in the
  * other's columns. More parts than D1 takes in one statement (MAX_UNION_TERMS selects,
- * MAX_BOUND_PARAMS parameters) go in a few statements, read in parallel. Each list is in the order its part's rows came (a union promises no order across
- * parts; callers that need one sort). Rows are decoded as drizzle decodes them.
+ * MAX_BOUND_PARAMS parameters) go in a few statements, read in parallel. Each list is in the
+ * order its part's rows came (a union promises no order across parts; callers that need one
+ * sort). Rows are decoded by the columns of columns.ts, as drizzle decodes them.
  */
 export async function selectUnion(db: D1Database, parts: SelectPart[]): Promise<Record<string, unknown>[][]> {
   // Where each projection's columns start in a union row (after the part tag).

@@ -1,41 +1,51 @@
 /**
- * Write statements for the hot path without drizzle's query builder, whose SQL assembly
- * (sqlToQuery) was a measurable share of each message's isolate time. The SQL is derived from
- * the drizzle schema (column names, defaults, driver encoding) and is the same text with the
- * same params as drizzle's `.toSQL()` for the same call (test/unit/writes.test.ts compares
- * them). The text depends only on which values are present, so it is cached per (table,
- * present columns, conflict clause) and a call only encodes and binds values.
+ * Write statements for the hot path (a run, its session entry, deliveries, inbound dedupe):
+ * plain SQL through D1, built from the columns written out in columns.ts, with no drizzle
+ * query builder on the way, whose SQL assembly was a measurable share of each message's
+ * isolate time. A call stores what drizzle's insert/upsert/update of the same values stores,
+ * in the same SQL text with the same params (test/unit/writes.test.ts compares them): an
+ * undefined value inserts the column's default and leaves the column alone in an update. The
+ * text depends only on which values are present, so it is built once per (table, present
+ * columns, conflict clause), and its D1 statement prepared once per binding: a call only
+ * encodes and binds values.
  */
-import { type Column, getTableColumns, getTableName, is, SQL } from "drizzle-orm";
-import { SQLiteAsyncDialect, type SQLiteTable } from "drizzle-orm/sqlite-core";
+import type { Column } from "drizzle-orm";
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
+import { type ColumnDef, encode, tableDef } from "./columns";
 
 export interface Query {
   sql: string;
   params: unknown[];
 }
 
-/** `"nothing"` is drizzle's `onConflictDoNothing()`; otherwise its `onConflictDoUpdate({ target, set })`. */
+/**
+ * `"nothing"`: drizzle's `onConflictDoNothing()`; otherwise its `onConflictDoUpdate({ target,
+ * set })`, with `where` (SQL text, e.g. comparing with `excluded`) its `setWhere`.
+ */
 export type OnConflict<T extends SQLiteTable> =
   | "nothing"
-  | { target: Column; set: Partial<T["$inferInsert"]> };
+  | { target: Column; set: Partial<T["$inferInsert"]>; where?: string };
 
-/** What drizzle inserts for a column whose value is undefined. */
+/** What an insert stores for a column whose value is undefined. */
 interface Fallback {
   sql: string;
   params: unknown[];
 }
 
 interface TablePlan {
-  name: string;
+  /** `"t"` */
+  quoted: string;
   /** All columns in declaration order: insert order, and the order of `set` clauses. */
-  columns: [key: string, column: Column][];
+  keys: string[];
+  columns: ColumnDef[];
+  /** By column name: a conflict target's and an update key's column. */
+  byName: Map<string, ColumnDef>;
   fallbacks: Fallback[];
   /** `insert into "t" ("a", "b") values (`, the part that never varies. */
   insertHead: string;
   texts: Map<string, string>;
 }
 
-const dialect = new SQLiteAsyncDialect();
 /** Call sites pass a handful of row shapes; the bound only guards against unbounded growth. */
 const MAX_TEXTS_PER_TABLE = 256;
 const plans = new WeakMap<SQLiteTable, TablePlan>();
@@ -43,66 +53,61 @@ const plans = new WeakMap<SQLiteTable, TablePlan>();
 function plan(table: SQLiteTable): TablePlan {
   let p = plans.get(table);
   if (p) return p;
-  const name = getTableName(table);
-  const columns = Object.entries(getTableColumns(table)) as [string, Column][];
-  for (const [key, column] of columns) {
-    // Drizzle evaluates these per statement, which a cached text cannot express.
-    if (column.defaultFn || column.onUpdateFn || column.generated)
-      throw new Error(`${name}.${key}: $defaultFn, $onUpdateFn and generated columns are not supported`);
-  }
-  const fallbacks = columns.map(([, column]): Fallback => {
-    const d = column.default;
-    if (d === null || d === undefined) return { sql: "null", params: [] };
-    if (is(d, SQL)) {
-      const { sql, params } = dialect.sqlToQuery(d);
-      return { sql, params };
-    }
-    return { sql: "?", params: [column.mapToDriverValue(d)] };
+  const def = tableDef(table);
+  const columns = Object.values(def.columns);
+  const fallbacks = columns.map((column): Fallback => {
+    const f = column.fallback;
+    if (!f) return { sql: "null", params: [] };
+    if ("sql" in f) return { sql: f.sql, params: [] };
+    return { sql: "?", params: [encode(column.codec, f.value)] };
   });
-  const names = columns.map(([, column]) => dialect.escapeName(column.name)).join(", ");
+  const quoted = `"${def.name}"`;
   p = {
-    name,
+    quoted,
+    keys: Object.keys(def.columns),
     columns,
+    byName: new Map(columns.map((column) => [column.name, column])),
     fallbacks,
-    insertHead: `insert into ${dialect.escapeName(name)} (${names}) values (`,
+    insertHead: `insert into ${quoted} (${columns.map((c) => `"${c.name}"`).join(", ")}) values (`,
     texts: new Map(),
   };
   plans.set(table, p);
   return p;
 }
 
-/** Drizzle's driver encoding of a bound value: null stays null, the rest goes through the column. */
-function encode(column: Column, value: unknown): unknown {
-  return value === null ? null : column.mapToDriverValue(value);
-}
-
-function qualified(p: TablePlan, column: Column): string {
-  return `${dialect.escapeName(p.name)}.${dialect.escapeName(column.name)}`;
+/** The column named like `column` (a drizzle column of the table), qualified: `"t"."c"`. */
+function qualified(p: TablePlan, column: Column): [ColumnDef, string] {
+  const def = p.byName.get(column.name);
+  if (!def) throw new Error(`${p.quoted} has no column ${column.name}`);
+  return [def, `${p.quoted}."${def.name}"`];
 }
 
 /**
- * Binds the defined values of `set` in column order (drizzle's `buildUpdateSet`) and returns
- * the indexes of the columns set, which are all the text depends on.
+ * Binds the defined values of `set` in column order (as drizzle's update sets) and returns the
+ * indexes of the columns set, which are all the text depends on.
  */
 function bindSet(p: TablePlan, set: Record<string, unknown>, params: unknown[]): number[] {
   const present: number[] = [];
-  p.columns.forEach(([key, column], i) => {
-    const value = set[key];
-    if (value === undefined) return;
+  for (let i = 0; i < p.keys.length; i++) {
+    const value = set[p.keys[i] as string];
+    if (value === undefined) continue;
     present.push(i);
-    params.push(encode(column, value));
-  });
+    params.push(encode((p.columns[i] as ColumnDef).codec, value));
+  }
   if (present.length === 0) throw new Error("No values to set");
   return present;
 }
 
 function setText(p: TablePlan, present: number[]): string {
-  return present
-    .map((i) => `${dialect.escapeName((p.columns[i] as [string, Column])[1].name)} = ?`)
-    .join(", ");
+  return present.map((i) => `"${(p.columns[i] as ColumnDef).name}" = ?`).join(", ");
 }
 
-/** `insert into … values (…)` plus the conflict clause; undefined values get the schema default. */
+function remember(p: TablePlan, key: string, sql: string): string {
+  if (p.texts.size < MAX_TEXTS_PER_TABLE) p.texts.set(key, sql);
+  return sql;
+}
+
+/** `insert into … values (…)` plus the conflict clause; undefined values get the column's default. */
 export function insertQuery<T extends SQLiteTable>(
   table: T,
   row: T["$inferInsert"],
@@ -112,31 +117,36 @@ export function insertQuery<T extends SQLiteTable>(
   const params: unknown[] = [];
   const values: Record<string, unknown> = row;
   let shape = "";
-  p.columns.forEach(([key, column], i) => {
-    const value = values[key];
+  for (let i = 0; i < p.keys.length; i++) {
+    const value = values[p.keys[i] as string];
     if (value === undefined) {
       shape += "0";
       params.push(...(p.fallbacks[i] as Fallback).params);
     } else {
       shape += "1";
-      params.push(encode(column, value));
+      params.push(encode((p.columns[i] as ColumnDef).codec, value));
     }
-  });
+  }
   const update =
     onConflict === "nothing"
       ? undefined
-      : { target: onConflict.target, present: bindSet(p, onConflict.set, params) };
-  const cacheKey = update ? `${shape}|${update.target.name}|${update.present.join(",")}` : shape;
-  let sql = p.texts.get(cacheKey);
-  if (!sql) {
-    const slots = p.fallbacks.map((f, i) => (shape[i] === "1" ? "?" : f.sql)).join(", ");
-    const conflict = update
-      ? ` on conflict (${qualified(p, update.target)}) do update set ${setText(p, update.present)}`
-      : " on conflict do nothing";
-    sql = `${p.insertHead}${slots})${conflict}`;
-    if (p.texts.size < MAX_TEXTS_PER_TABLE) p.texts.set(cacheKey, sql);
-  }
-  return { sql, params };
+      : {
+          target: onConflict.target,
+          present: bindSet(p, onConflict.set, params),
+          where: onConflict.where,
+        };
+  const cacheKey = update
+    ? `${shape}|${update.target.name}|${update.present.join(",")}|${update.where ?? ""}`
+    : shape;
+  const sql = p.texts.get(cacheKey);
+  if (sql) return { sql, params };
+  const slots = p.fallbacks.map((f, i) => (shape[i] === "1" ? "?" : f.sql)).join(", ");
+  const conflict = update
+    ? ` on conflict (${qualified(p, update.target)[1]}) do update set ${setText(p, update.present)}${
+        update.where ? ` where ${update.where}` : ""
+      }`
+    : " on conflict do nothing";
+  return { sql: remember(p, cacheKey, `${p.insertHead}${slots})${conflict}`), params };
 }
 
 /** `update … set <defined values> where <column> = ?`. */
@@ -148,12 +158,32 @@ export function updateQuery<T extends SQLiteTable>(
   const p = plan(table);
   const params: unknown[] = [];
   const present = bindSet(p, set, params);
-  params.push(encode(where.column, where.value));
-  const cacheKey = `update|${present.join(",")}|${where.column.name}`;
-  let sql = p.texts.get(cacheKey);
-  if (!sql) {
-    sql = `update ${dialect.escapeName(p.name)} set ${setText(p, present)} where ${qualified(p, where.column)} = ?`;
-    if (p.texts.size < MAX_TEXTS_PER_TABLE) p.texts.set(cacheKey, sql);
+  const [key, quoted] = qualified(p, where.column);
+  params.push(encode(key.codec, where.value));
+  const cacheKey = `update|${present.join(",")}|${key.name}`;
+  const sql = p.texts.get(cacheKey);
+  if (sql) return { sql, params };
+  return {
+    sql: remember(p, cacheKey, `update ${p.quoted} set ${setText(p, present)} where ${quoted} = ?`),
+    params,
+  };
+}
+
+/** Prepared statements by SQL text, per D1 binding (the texts above: a bounded set). */
+const prepared = new WeakMap<D1Database, Map<string, D1PreparedStatement>>();
+const MAX_PREPARED = 1024;
+
+/** `query` as a D1 statement, from the statement of its text prepared once per binding. */
+export function boundStatement(db: D1Database, query: Query): D1PreparedStatement {
+  let statements = prepared.get(db);
+  if (!statements) {
+    statements = new Map();
+    prepared.set(db, statements);
   }
-  return { sql, params };
+  let statement = statements.get(query.sql);
+  if (!statement) {
+    statement = db.prepare(query.sql);
+    if (statements.size < MAX_PREPARED) statements.set(query.sql, statement);
+  }
+  return statement.bind(...query.params);
 }

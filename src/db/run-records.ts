@@ -63,3 +63,34 @@ export async function countDeadRecords(env: Env): Promise<number> {
   const row = await env.DB.prepare(`select count(*) as n from "dead_records"`).first<{ n: number }>();
   return row?.n ?? 0;
 }
+
+/**
+ * A run's start written behind its accept: marks the run running while it is still queued (a
+ * late write never moves a run that has ended back), and creates it running when its accepted
+ * row never reached D1. One statement.
+ */
+export function startQueuedRunStatement(
+  env: Env,
+  run: Pick<
+    typeof schema.runs.$inferInsert,
+    "runId" | "sessionKey" | "sessionId" | "trigger" | "createdAt" | "deliver" | "idempotencyKey"
+  > & {
+    startedAt: number;
+  },
+): D1PreparedStatement {
+  return env.DB.prepare(
+    `insert into "runs" ("run_id", "session_key", "session_id", "trigger", "status", "created_at", "started_at", "deliver", "idempotency_key")
+     values (?, ?, ?, ?, 'running', ?, ?, ?, ?)
+     on conflict ("run_id") do update set "status" = 'running', "started_at" = excluded."started_at"
+     where "runs"."status" = 'queued'`,
+  ).bind(
+    run.runId,
+    run.sessionKey,
+    run.sessionId,
+    run.trigger,
+    run.createdAt,
+    run.startedAt,
+    run.deliver ? 1 : 0,
+    run.idempotencyKey ?? null,
+  );
+}

@@ -21,6 +21,7 @@ import {
   postDelivery,
   retryDelayMs,
 } from "./deliver";
+import { deliveryPayloadCodec } from "./schemas";
 
 interface OutboxRow {
   delivery_id: string;
@@ -94,14 +95,18 @@ export class DeliveryOutbox {
    * costs no second write; a delivery added before is attempted as attemptWithin does.
    */
   async addAndAttempt(payload: DeliveryPayload, waitMs: number): Promise<AttemptState | undefined> {
-    const json = JSON.stringify(payload);
+    const json = deliveryPayloadCodec.encode(payload);
     const leased = Date.now() + LEASE_MS;
     if (!this.insert(payload, leased, json)) return this.attemptWithin(payload.deliveryId, waitMs);
     const row: OutboxRow = { delivery_id: payload.deliveryId, payload: json, attempts: 0, next_at: leased };
     return this.wait(this.start(row, true, true), waitMs);
   }
 
-  private insert(payload: DeliveryPayload, nextAt: number, json = JSON.stringify(payload)): boolean {
+  private insert(
+    payload: DeliveryPayload,
+    nextAt: number,
+    json = deliveryPayloadCodec.encode(payload),
+  ): boolean {
     // RETURNING says whether the row was added (`rowsWritten` counts the key's index entry too).
     const added = this.sql
       .exec(
@@ -205,13 +210,13 @@ export class DeliveryOutbox {
     this.inFlight.set(id, attempt);
     attempt.settled = (async () => {
       try {
-        const payload = JSON.parse(row.payload) as DeliveryPayload;
+        const payload = deliveryPayloadCodec.decode(row.payload);
         // Each part of a split reply the platform accepts is recorded before the next is posted,
         // so no attempt posts it again.
         const result = await postDelivery(payload, this.config(), this.env(), (partsSent) =>
           this.sql.exec(
             `UPDATE outbox SET payload = ? WHERE delivery_id = ?`,
-            JSON.stringify({ ...payload, partsSent }),
+            deliveryPayloadCodec.encode({ ...payload, partsSent }),
             id,
           ),
         );

@@ -8,8 +8,11 @@
  */
 import type { SessionRow } from "../db/queries";
 import { DeliveryOutbox } from "../delivery/outbox";
-import type { EnqueueResult, RunOutcome } from "../runs/types";
+import { cachedDecode } from "../runs/durable";
+import type { Accepted } from "../runs/schemas";
+import type { RunOutcome } from "../runs/types";
 import { ContextStore } from "./context-store";
+import { acceptedCodec, entryCodec, outcomeCodec } from "./durable-state";
 import { RecordsJournal } from "./records-journal";
 import { RunQueue } from "./run-queue";
 
@@ -18,10 +21,11 @@ const SCHEMA_VERSION = 5;
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
 const SWEEP_INTERVAL_MS = 3_600_000;
 
-export type Accepted = Extract<EnqueueResult, { ok: true }>;
+export type { Accepted };
 
 export class ActorStore {
   private readonly kvCache = new Map<string, string | null>();
+  private readonly decodeEntry = cachedDecode(entryCodec);
 
   constructor(readonly sql: SqlStorage) {
     // Versioned, idempotent DDL run on every wake.
@@ -67,11 +71,11 @@ export class ActorStore {
 
   entry(): SessionRow | undefined {
     const raw = this.kvGet("entry");
-    return raw ? (JSON.parse(raw) as SessionRow) : undefined;
+    return raw ? this.decodeEntry(raw) : undefined;
   }
 
   saveEntry(entry: SessionRow | undefined): void {
-    if (entry) this.kvSet("entry", JSON.stringify(entry));
+    if (entry) this.kvSet("entry", entryCodec.encode(entry));
     else this.kvDelete("entry");
   }
 
@@ -89,14 +93,14 @@ export class ActorStore {
     const row = this.sql
       .exec<{ result: string }>(`SELECT result FROM received WHERE run_id = ?`, runId)
       .toArray()[0];
-    return row ? (JSON.parse(row.result) as Accepted) : undefined;
+    return row ? acceptedCodec.decode(row.result) : undefined;
   }
 
   recordAccepted(runId: string, result: Accepted, at: number): void {
     this.sql.exec(
       `INSERT INTO received (run_id, result, at) VALUES (?, ?, ?)`,
       runId,
-      JSON.stringify(result),
+      acceptedCodec.encode(result),
       at,
     );
   }
@@ -122,14 +126,14 @@ export class ActorStore {
     const row = this.sql
       .exec<{ outcome: string }>(`SELECT outcome FROM finished WHERE run_id = ?`, runId)
       .toArray()[0];
-    return row ? (JSON.parse(row.outcome) as RunOutcome) : undefined;
+    return row ? outcomeCodec.decode(row.outcome) : undefined;
   }
 
   recordFinished(outcome: RunOutcome, at: number): void {
     this.sql.exec(
       `INSERT OR REPLACE INTO finished (run_id, outcome, at) VALUES (?, ?, ?)`,
       outcome.runId,
-      JSON.stringify(outcome),
+      outcomeCodec.encode(outcome),
       at,
     );
   }

@@ -1,17 +1,16 @@
 /**
  * Admission of a run into a SessionActor (SPEC §4 steps after routing): dedupe by run id,
  * freshness and automatic reset, reset triggers, then collect-merge or queue-cap, and the
- * write-through to D1. A run that finds the actor idle is "prestarted": the enqueue's one D1
- * batch also marks it running and stores its inputs, so its start needs no round trip of its own.
- * A connector's message puts that batch in the actor's records journal instead, in the same
- * synchronous step as its queue row (see records.ts).
- * The decision is one synchronous critical section over the actor's storage; D1 is written after.
+ * records. The run is `queued` once its queue row is stored (see lifecycle.ts); a connector's
+ * message has its records journaled in that same synchronous step (written behind, see
+ * records.ts), any other run's are written to D1 before the answer, so the caller can read them
+ * by id at once. The decision is one synchronous critical section over the actor's storage.
  */
 import type { SessionRow } from "../db/queries";
 import type { EnqueueRequest, EnqueueResult, RunInput } from "../runs/types";
 import { boundedText, MAX_MESSAGE_CHARS, type TranscriptMessage } from "../transcript/message";
-import type { ActorContext } from "./actor-context";
 import { applyRoute, entryExpiry, isStale, newSessionRow, resetEntry } from "./entry";
+import type { AdmissionPort } from "./ports";
 import { matchResetTrigger } from "./reset-trigger";
 import { type QueuedRun, specOf } from "./run-queue";
 
@@ -46,7 +45,7 @@ function canMerge(into: QueuedRun, inputs: RunInput[], cap: number): boolean {
 }
 
 /** The earlier answer for a run id this actor already accepted, marked as a duplicate. */
-export function duplicateOf(a: ActorContext, runId: string): EnqueueResult | undefined {
+export function duplicateOf(a: AdmissionPort, runId: string): EnqueueResult | undefined {
   const seen = a.store.accepted(runId);
   return seen ? { ...seen, status: "duplicate" } : undefined;
 }
@@ -58,7 +57,7 @@ export function duplicateOf(a: ActorContext, runId: string): EnqueueResult | und
  * and runs alike. Pure over the stored entry; the caller stores the result.
  */
 export function entryForRequest(
-  a: Pick<ActorContext, "store" | "config">,
+  a: Pick<AdmissionPort, "store" | "config">,
   req: EnqueueRequest,
   now: number,
 ): { entry: SessionRow; created: boolean; reset: boolean } {
@@ -77,7 +76,7 @@ export function entryForRequest(
   return { entry, created: false, reset: false };
 }
 
-export async function admit(a: ActorContext, req: EnqueueRequest): Promise<EnqueueResult> {
+export async function admit(a: AdmissionPort, req: EnqueueRequest): Promise<EnqueueResult> {
   const config = a.config;
   const now = Date.now();
 
@@ -121,12 +120,8 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
   const collectInto =
     config.session.queue.mode === "collect" && !greeting && !resetHappened && tail ? specOf(tail) : undefined;
 
-  // Nothing running or waiting: this run is next, so its start is written with the enqueue.
-  const idle = !a.live.current && queued.total === 0;
-  // A connector's message: its records go to the actor's journal in this same step, so a run
-  // that starts at once is stored prestarted (see records.ts).
+  // A connector's message: its records go to the actor's journal in this same step.
   const behind = req.trigger === "inbound" && config.session.writeBehind;
-  let stored: { json: string; run: QueuedRun } | undefined;
   let runId = req.runId;
   if (
     collectInto &&
@@ -138,7 +133,6 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     collectInto.req.inputs.push(...inputs);
     if (req.route) collectInto.req.route = req.route;
     // The merged inputs are stored when the run starts, with the others.
-    delete collectInto.prestarted;
     a.queue.updateSpec(tail.pos, collectInto);
     runId = tail.run_id;
   } else {
@@ -148,47 +142,17 @@ export async function admit(a: ActorContext, req: EnqueueRequest): Promise<Enque
     }
     const run: QueuedRun = { req: { ...req, inputs }, sessionId: entry.sessionId };
     if (greeting) run.greeting = true;
-    if (behind && idle) run.prestarted = { startedAt: now };
-    stored = { json: a.queue.insert(runId, run, now), run };
-    // Something is running or about to (a step starts the head at once; a prestarted
-    // head is already recorded as running).
+    a.queue.insert(runId, run, now);
+    // Something is running or about to (a step starts the head at once).
     entry.runStatus = "running";
   }
   a.store.saveEntry(entry);
   const result = { ok: true as const, runId, sessionKey: req.sessionKey, sessionId: entry.sessionId, status };
   const waitingOn = a.live.current ? [...a.live.waitingOn.keys()] : [];
   a.store.recordAccepted(req.runId, result, now);
-  const prestart = idle && runId === req.runId ? { startedAt: now } : undefined;
   const alarmSet = a.scheduleAlarm();
   // Journaled synchronously, with the queue row (the call runs to its first await here).
-  const journaled = behind ? writeThrough(a, entry, runId, req, now, behind, prestart && inputs) : undefined;
-  if (journaled && prestart && stored) a.store.markHistory(entry.sessionId);
-  // --- end of critical section ----------------------------------------------------------
-
-  await alarmSet;
-  if (journaled) {
-    await journaled;
-  } else {
-    // Write-through to D1 so the session and run are visible at once. If this fails the run
-    // still executes (it repeats these idempotent writes when it starts).
-    await writeThrough(a, entry, runId, req, now, false, prestart && inputs);
-    if (prestart && stored) markPrestarted(a, runId, entry.sessionId, stored, prestart);
-  }
-  return waitingOn.length ? { ...result, waitingOn } : result;
-}
-
-async function writeThrough(
-  a: ActorContext,
-  entry: SessionRow,
-  runId: string,
-  req: EnqueueRequest,
-  now: number,
-  /** Into the actor's records journal (a connector's message), not straight to D1. */
-  behind: boolean,
-  /** The inputs of a run that starts at once: stored now, with the run marked running. */
-  startingWith?: RunInput[] | false,
-): Promise<void> {
-  await a.records.runAccepted({
+  const recorded = a.records.runAccepted({
     entry,
     run: {
       runId,
@@ -199,28 +163,15 @@ async function writeThrough(
       createdAt: now,
       deliver: req.deliver,
       idempotencyKey: req.idempotencyKey ?? null,
-      ...(startingWith ? { startedAt: now } : {}),
     },
-    ...(startingWith ? { starting: inputMessages(runId, startingWith) } : {}),
     ...(req.inbound ? { inbound: req.inbound } : {}),
-    // A connector's message is acknowledged once the actor holds it: its records follow with
-    // the run's next write (session.writeBehind). Runs that callers ask D1 about by id at once
-    // (operator surfaces, hooks, tools) are written through.
     behind,
   });
-}
+  // --- end of critical section ----------------------------------------------------------
 
-/**
- * Records that the enqueue batch stored the run's start, unless the run has started or taken
- * more inputs (collect mode) while the batch was in flight: one conditional write.
- */
-function markPrestarted(
-  a: ActorContext,
-  runId: string,
-  sessionId: string,
-  stored: { json: string; run: QueuedRun },
-  prestart: NonNullable<QueuedRun["prestarted"]>,
-): void {
-  const spec = { ...stored.run, prestarted: prestart };
-  if (a.queue.replaceSpecIfUnchanged(runId, stored.json, spec)) a.store.markHistory(sessionId);
+  await alarmSet;
+  // Written through: the session and run are visible at once. If this fails the run still
+  // executes (its start writes the run again; the writes are idempotent).
+  await recorded;
+  return waitingOn.length ? { ...result, waitingOn } : result;
 }

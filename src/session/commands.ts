@@ -19,12 +19,12 @@ import { isCommandOwner } from "../policy/owners";
 import type { EnqueueRequest, EnqueueResult } from "../runs/types";
 import { VERSION } from "../version";
 import { statusCard, statusCardText } from "../views/status-card";
-import type { ActorContext } from "./actor-context";
 import { admit, duplicateOf, entryForRequest } from "./admission";
 import { actorFor } from "./client";
 import { contextReportText, gatherContextReport } from "./context-report";
 import { entryExpiry, isStale } from "./entry";
 import { type Outgoing, queueDelivery } from "./outbound";
+import type { CommandPort } from "./ports";
 
 const SEND_MODES = { on: "allow", off: "deny", inherit: null } as const;
 /** `/compact` instructions beyond this many characters are cut. */
@@ -78,7 +78,7 @@ interface Answer {
 }
 
 export async function runCommand(
-  a: ActorContext,
+  a: CommandPort,
   req: EnqueueRequest,
   command: Command,
 ): Promise<EnqueueResult> {
@@ -125,7 +125,7 @@ export async function runCommand(
 }
 
 async function postNotice(
-  a: ActorContext,
+  a: CommandPort,
   deliveryId: string,
   answer: Answer,
   route: DeliveryContext,
@@ -138,7 +138,7 @@ async function postNotice(
 }
 
 /** `/stop`: aborts the current run, clears waiting runs, aborts sub-agent runs this session spawned. */
-async function stop(a: ActorContext, req: EnqueueRequest): Promise<string> {
+async function stop(a: CommandPort, req: EnqueueRequest): Promise<string> {
   const own = await a.abort(req.sessionKey, true);
   const children = await a.records.spawnedChildren(req.sessionKey);
   let subRuns = 0;
@@ -155,7 +155,7 @@ async function stop(a: ActorContext, req: EnqueueRequest): Promise<string> {
 }
 
 /** `/status`: the status card of this session. */
-function status(a: ActorContext, entry: SessionRow): string {
+function status(a: CommandPort, entry: SessionRow): string {
   const rows = a.queue.rows();
   const queue = { waiting: rows.filter((r) => r.state === "queued").length, running: !!a.live.current };
   const card = statusCard(entry, entry.key, queue, a.config);
@@ -173,7 +173,7 @@ function status(a: ActorContext, entry: SessionRow): string {
  * run posts its notice when done.
  */
 async function compactCommand(
-  a: ActorContext,
+  a: CommandPort,
   req: EnqueueRequest,
   instructions: string | undefined,
 ): Promise<EnqueueResult> {
@@ -189,7 +189,7 @@ async function compactCommand(
 
 /** `/context list|detail`: what the next model call carries, with token estimates. */
 async function context(
-  a: ActorContext,
+  a: CommandPort,
   entry: SessionRow,
   view: "list" | "detail" | undefined,
 ): Promise<string> {
@@ -199,7 +199,7 @@ async function context(
 
 /** `/send on|off|inherit`: the session's send-policy override, for owners. */
 async function send(
-  a: ActorContext,
+  a: CommandPort,
   req: EnqueueRequest,
   entry: SessionRow,
   mode: SendMode | undefined,

@@ -26,8 +26,8 @@ import type { RetryPolicy } from "../agent/retry";
 import type { AgentTool, ToolContext } from "../tools/types";
 import type { TranscriptMessage } from "../transcript/message";
 import { estimateMessageTokens, estimateTokens } from "../transcript/tokens";
-import type { ActorContext } from "./actor-context";
 import type { TurnContext } from "./context-store";
+import type { CompactionPort } from "./ports";
 import type { CompactionProgress } from "./run-queue";
 
 /** The memory tools a flush turn may use (whichever of them the session is allowed). */
@@ -70,7 +70,7 @@ export function flushTools(tools: readonly AgentTool[]): AgentTool[] {
   return tools.filter((t) => FLUSH_TOOLS.has(t.name));
 }
 
-async function flushTurn(a: ActorContext, p: CompactionProgress, s: CompactionSetup): Promise<void> {
+async function flushTurn(a: CompactionPort, p: CompactionProgress, s: CompactionSetup): Promise<void> {
   const flush = s.flush;
   if (!flush || p.flushed) return;
   const ctx = a.context.load(s.sessionId, s.turn?.runId);
@@ -128,7 +128,7 @@ async function flushTurn(a: ActorContext, p: CompactionProgress, s: CompactionSe
  * then as it was.
  */
 export async function compactContext(
-  a: ActorContext,
+  a: CompactionPort,
   p: CompactionProgress,
   s: CompactionSetup,
 ): Promise<CompactionResult | undefined> {
@@ -217,7 +217,7 @@ export function windowUse(
  * context as it was; other failures propagate (the alarm retries the turn, which resumes here).
  */
 export async function compactBeforeTurn(
-  a: ActorContext,
+  a: CompactionPort,
   p: CompactionProgress,
   sessionKey: string,
   s: CompactionSetup,

@@ -14,7 +14,7 @@ import { textOf } from "../transcript/message";
 import { estimateTokens } from "../transcript/tokens";
 import { formatTokens } from "../views/format";
 import { effectiveModel } from "../views/status-card";
-import type { ActorContext } from "./actor-context";
+import type { ContextPort } from "./ports";
 import { buildSystemPrompt } from "./system-prompt";
 
 export interface ContextReport {
@@ -42,7 +42,7 @@ function sections(prompt: string): Array<{ name: string; tokens: number }> {
   }));
 }
 
-export async function gatherContextReport(a: ActorContext, entry: SessionRow): Promise<ContextReport> {
+export async function gatherContextReport(a: ContextPort, entry: SessionRow): Promise<ContextReport> {
   const config = a.config;
   const agent = config.agents.list.find((ag) => ag.id === entry.agentId);
   const model = effectiveModel(entry, config);

@@ -14,6 +14,7 @@
  */
 import { isCompaction, isFlushMessage, type TranscriptMessage } from "../transcript/message";
 import { estimateMessageTokens, estimateTokens } from "../transcript/tokens";
+import { contextStateCodec, stepCodec } from "./durable-state";
 import type { ActorRecords } from "./records";
 
 /** The parts of the actor's store this one uses (its kv and which transcripts it wrote). */
@@ -56,7 +57,7 @@ export class ContextStore {
 
   private state(sessionId: string): ContextState | undefined {
     const raw = this.store.kvGet(`ctx:${sessionId}`);
-    return raw === undefined ? undefined : (JSON.parse(raw) as ContextState);
+    return raw === undefined ? undefined : contextStateCodec.decode(raw);
   }
 
   private setState(sessionId: string, state: ContextState): void {
@@ -67,7 +68,7 @@ export class ContextStore {
       if (current) this.store.kvDelete(`ctx:${current}`);
       this.store.kvSet("ctx_current", sessionId);
     }
-    this.store.kvSet(`ctx:${sessionId}`, JSON.stringify(state));
+    this.store.kvSet(`ctx:${sessionId}`, contextStateCodec.encode(state));
   }
 
   ready(sessionId: string): boolean {
@@ -86,7 +87,7 @@ export class ContextStore {
         m.id,
         m.runId ?? null,
         estimateMessageTokens(m),
-        JSON.stringify(m),
+        stepCodec.encode(m),
       );
     }
   }
@@ -107,7 +108,7 @@ export class ContextStore {
         excludeRunId ?? "",
       )
       .toArray();
-    const messages = rows.map((r) => ({ ...(JSON.parse(r.message) as TranscriptMessage), tokens: r.tokens }));
+    const messages = rows.map((r) => ({ ...stepCodec.decode(r.message), tokens: r.tokens }));
     const text = this.state(sessionId)?.summary;
     const summary = text !== undefined ? { text, tokens: estimateTokens(text) } : undefined;
     let tokens = summary?.tokens ?? 0;
@@ -141,10 +142,6 @@ export class ContextStore {
 export function withContextCopy(records: ActorRecords, context: ContextStore): ActorRecords {
   return {
     ...records,
-    async runAccepted(a) {
-      if (a.starting) context.append(a.run.sessionId, a.starting);
-      return records.runAccepted(a);
-    },
     async runStarted(a) {
       context.append(a.run.sessionId, a.messages);
       return records.runStarted(a);

@@ -11,11 +11,11 @@ import { entryInitOf } from "../runs/entry-init";
 import type { EnqueueRequest, EntryInit, RunOutcome, SpawnMeta } from "../runs/types";
 import { boundedText, textOf } from "../transcript/message";
 import { transcriptPath } from "../views/session";
-import type { ActorContext } from "./actor-context";
 import { actorFor } from "./client";
 import { entryExpiry, newSessionRow } from "./entry";
 import { buildAnnouncement, type NextRun, nextExchangeStep, spawnAnnouncePrompt } from "./flows";
 import { queueDelivery } from "./outbound";
+import type { FlowPort } from "./ports";
 import type { QueuedRun, RunProgress } from "./run-queue";
 
 export interface Announcement {
@@ -27,7 +27,7 @@ export interface Announcement {
 }
 
 export async function continueFlows(
-  a: ActorContext,
+  a: FlowPort,
   runId: string,
   spec: QueuedRun,
   progress: RunProgress,
@@ -90,7 +90,7 @@ export async function continueFlows(
   }
 }
 
-async function enqueueFlowStep(a: ActorContext, next: NextRun, from: EnqueueRequest): Promise<void> {
+async function enqueueFlowStep(a: FlowPort, next: NextRun, from: EnqueueRequest): Promise<void> {
   const flow = next.flow;
   const target = next.sessionKey;
   const init =
@@ -125,7 +125,7 @@ async function enqueueFlowStep(a: ActorContext, next: NextRun, from: EnqueueRequ
  * transcript with `subagent_announce` provenance, and posted to its chat route when it has one.
  */
 export async function recordAnnouncement(
-  a: ActorContext,
+  a: FlowPort,
   sessionKey: string,
   ann: Announcement,
 ): Promise<{ delivered: boolean }> {

@@ -4,12 +4,13 @@
  * the actor's outbox, under send policy (SPEC §9, §14).
  */
 import type { DeliveryContext, SessionRow } from "../db/queries";
-import type { DeliveryKind } from "../delivery/deliver";
+import type { DeliveryKind, DeliveryPayload } from "../delivery/deliver";
 import { deliveryRow } from "../delivery/outbox";
 import type { EnqueueRequest, RunOutcome } from "../runs/types";
 import { type TranscriptMessage, textOf } from "../transcript/message";
-import type { ActorContext } from "./actor-context";
 import { announceReply } from "./flows";
+import type { ActorParts, OutboundPort } from "./ports";
+import type { ActorRecords } from "./records";
 
 export interface Outgoing {
   kind: DeliveryKind;
@@ -70,7 +71,7 @@ function clip(text: string, max: number): string {
 const NOTICE_WAIT_MS = 1_000;
 
 export async function postNow(
-  a: ActorContext,
+  a: OutboundPort,
   deliveryId: string,
   out: Outgoing,
   route: DeliveryContext,
@@ -85,7 +86,7 @@ export async function postNow(
 
 /** Adds the delivery's local retry row, then writes it to D1; false when send policy blocked it. */
 export async function queueDelivery(
-  a: ActorContext,
+  a: OutboundPort,
   deliveryId: string,
   out: Outgoing,
   route: DeliveryContext & { replyToMessageId?: string },
@@ -100,4 +101,21 @@ export async function queueDelivery(
   await a.records.deliveryQueued(deliveryRow(payload));
   await a.scheduleAlarm();
   return true;
+}
+
+/**
+ * Queues a settled delivery again (the operator's `deliveries.retry`): a fresh round of
+ * `delivery.maxAttempts` attempts. Idempotent: a delivery still owed here is left alone.
+ */
+export async function requeueDelivery(
+  a: OutboundPort & Pick<ActorParts, "live"> & { readonly records: Pick<ActorRecords, "deliveryRequeued"> },
+  payload: DeliveryPayload,
+): Promise<{ requeued: boolean }> {
+  if (a.outbox.owes(payload.deliveryId)) return { requeued: false };
+  // Marked pending before the row can be attempted, so an attempt's outcome always lands after.
+  await a.records.deliveryRequeued(payload, Date.now());
+  a.outbox.add(payload);
+  a.outbox.dispatch();
+  if (!a.live.current) await a.scheduleAlarm();
+  return { requeued: true };
 }

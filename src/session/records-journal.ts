@@ -38,6 +38,13 @@ export class RecordsJournal {
     rows.push({ id, body, attempts: 0 });
   }
 
+  /** A waiting row's record changed before any write carried it (a run's start folded into its accept). */
+  replace(id: number, body: string): void {
+    this.sql.exec(`UPDATE d1_pending SET body = ? WHERE id = ?`, body, id);
+    const row = this.all().find((r) => r.id === id);
+    if (row) row.body = body;
+  }
+
   /** The rows up to `id` reached D1. */
   clearThrough(id: number): void {
     this.sql.exec(`DELETE FROM d1_pending WHERE id <= ?`, id);

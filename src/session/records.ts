@@ -4,13 +4,13 @@
  * change. Each write is one D1 round trip (a batch), idempotent by unique keys, so a repeated
  * step never duplicates rows.
  *
- * Write-behind: a connector's message is acknowledged once the actor holds it durably, and its
- * records (the entry, the run, its inputs, the inbound dedupe row) wait in the actor's journal
- * (records-journal.ts) for the next write to carry them: a run that ends quickly records its
- * whole life in one D1 round trip. Nothing waits longer than RECORDS_DELAY_MS (a timer writes
- * it alone) and every later write carries the journal first, so D1 sees the records in order.
- * A later implementation can batch across messages or route to the D1 shard of the key without
- * the actor's modules changing.
+ * Write-behind: what may reach D1 a little later waits in the actor's journal
+ * (records-journal.ts), durable from the moment it is taken, for the next write to carry it:
+ * a connector's accepted message (the entry, the run, the inbound dedupe row) and every run's
+ * start (marked running, its inputs). A start whose accept still waits is folded into it, so a
+ * quick run records its whole life in one D1 round trip. Nothing waits longer than
+ * RECORDS_DELAY_MS (a timer writes it alone) and every later write carries the journal first,
+ * so D1 sees the records in order.
  */
 
 import { appendMessageStatements, turnContextRows } from "../db/messages";
@@ -29,12 +29,13 @@ import {
   upsertSessionUnlessNewerStatement,
   writeBatch,
 } from "../db/queries";
-import { bindSessionKey, insertDeadRecordStatement } from "../db/run-records";
+import { bindSessionKey, insertDeadRecordStatement, startQueuedRunStatement } from "../db/run-records";
 import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";
 import { runIdPrefixOfKey } from "../keys/run-id";
 import type { TranscriptMessage } from "../transcript/message";
+import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import { closedAt } from "./entry";
 import type { JournalRow, RecordsJournal } from "./records-journal";
 
@@ -50,6 +51,7 @@ const RECORDS_RETRY_MAX_MS = 60_000;
 /** Journal rows one write carries at most (a backlog is carried over the next writes). */
 const CARRY_MAX = 25;
 
+export type { DeferredRecord };
 export type RunRecord = typeof runs.$inferInsert;
 export type RunEnd = Partial<Omit<RunRecord, "runId">>;
 export type DeliveryRecord = typeof deliveries.$inferInsert;
@@ -69,17 +71,20 @@ export interface ActorRecords {
   spawnedChildren(key: string): Promise<SessionRow[]>;
 
   /**
-   * A run was accepted: the entry, its transcript id, the run row (queued; or running with its
-   * input messages when it starts at once) and the inbound dedupe row. `behind`: they wait in
-   * the journal for the next write (at most RECORDS_DELAY_MS), journaled synchronously, at the
-   * call.
+   * A run was accepted: the entry, its transcript id, the queued run row and the inbound dedupe
+   * row. `behind`: they wait in the journal for the next write (at most RECORDS_DELAY_MS),
+   * journaled synchronously, at the call.
    */
-  runAccepted(a: Accepted & { behind?: boolean }): Promise<void>;
-  /** A run started (or resumed): marked running, the entry shows it, its messages so far appended. */
+  runAccepted(a: Omit<DeferredRecord, "starting"> & { behind?: boolean }): Promise<void>;
+  /**
+   * A run started (or resumed): marked running, the entry shows it, its messages so far (the
+   * inputs, and what a resumed run produced) appended. `behind` as for `runAccepted`.
+   */
   runStarted(a: {
     run: RunRecord & { startedAt: number };
     entry?: SessionRow;
     messages: TranscriptMessage[];
+    behind?: boolean;
   }): Promise<void>;
   /** Messages appended to a transcript (idempotent by message id). */
   messagesAppended(sessionId: string, messages: TranscriptMessage[]): Promise<void>;
@@ -117,16 +122,9 @@ export interface ActorRecords {
   flushLeftover(): Promise<void>;
 }
 
-interface Accepted {
-  entry: SessionRow;
-  run: RunRecord;
-  starting?: TranscriptMessage[];
-  inbound?: { channel: string; accountId: string; messageId: string };
-}
-
 /** A journal row's record. */
-function parsedRow(row: JournalRow): Accepted {
-  return JSON.parse(row.body) as Accepted;
+function parsedRow(row: JournalRow): DeferredRecord {
+  return deferredRecordCodec.decode(row.body);
 }
 
 /** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
@@ -143,27 +141,34 @@ function sessionStatement(e: Env, entry: SessionRow): D1PreparedStatement {
 }
 
 /**
- * The statements of an accepted run. `entry: "unless-newer"` for a journal row: landing after
+ * The statements of a run's records. `entry: "unless-newer"` for a journal row: landing after
  * a later write, it must not move the entry back.
  */
-function acceptStatements(
+function recordStatements(
   e: Env,
-  a: Accepted,
+  a: DeferredRecord,
   entry: "write" | "unless-newer" | "skip",
 ): D1PreparedStatement[] {
   const { run, starting, inbound } = a;
-  const statements = [
-    recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt),
-    // Insert only: applied late, it must never move a finished run back to running.
-    insertRunStatement(e, starting ? { ...run, status: "running" } : run),
-    ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
-  ];
+  const statements =
+    a.kind === "started"
+      ? [
+          // Applied late, it never moves a run that has ended back to running.
+          startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt }),
+          ...appendMessageStatements(e, run.sessionId, starting ?? []),
+        ]
+      : [
+          recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt),
+          // Insert only: applied late, it must never move a finished run back to running.
+          insertRunStatement(e, starting ? { ...run, status: "running" } : run),
+          ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
+        ];
   if (entry === "write") statements.unshift(sessionStatement(e, a.entry));
   if (entry === "unless-newer")
     statements.unshift(
       upsertSessionUnlessNewerStatement(e, { ...a.entry, expiredAt: closedAt(a.entry, Date.now()) }),
     );
-  if (inbound) {
+  if (inbound && a.kind !== "started") {
     statements.push(
       recordInboundStatement(e, {
         ...inbound,
@@ -189,11 +194,14 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
   let timer: ReturnType<typeof setTimeout> | undefined;
   let retryMs = RECORDS_DELAY_MS;
 
-  /** Journal rows, as statements: only the newest carried row writes the entry. */
+  /** Journal rows, as statements: only the carried row with the newest entry writes it. */
   function journalStatements(e: Env, rows: readonly JournalRow[]): D1PreparedStatement[] {
-    return rows.flatMap((row, i) =>
-      acceptStatements(e, parsedRow(row), i === rows.length - 1 ? "unless-newer" : "skip"),
-    );
+    const records = rows.map(parsedRow);
+    let newest = 0;
+    records.forEach((r, i) => {
+      if (r.entry.updatedAt >= (records[newest]?.entry.updatedAt ?? 0)) newest = i;
+    });
+    return records.flatMap((r, i) => recordStatements(e, r, i === newest ? "unless-newer" : "skip"));
   }
 
   /**
@@ -237,7 +245,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
    */
   async function isolate(e: Env): Promise<void> {
     for (const row of journal.all().slice(0, CARRY_MAX)) {
-      const statements = acceptStatements(e, parsedRow(row), "unless-newer");
+      const statements = recordStatements(e, parsedRow(row), "unless-newer");
       const refused: string[] = [];
       try {
         await writeBatch(e, statements);
@@ -328,14 +336,35 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
 
     async runAccepted({ behind, ...accepted }) {
       if (behind) {
-        journal.add(JSON.stringify(accepted));
+        journal.add(deferredRecordCodec.encode({ kind: "accepted", ...accepted }));
         schedule();
         return;
       }
-      await write(acceptStatements(env(), accepted, "write"));
+      await write(recordStatements(env(), accepted, "write"));
     },
 
-    async runStarted({ run, entry, messages }) {
+    async runStarted({ run, entry, messages, behind }) {
+      const started = { ...run, status: "running" };
+      if (behind && entry) {
+        // Folded into its accept while that still waits and no write is carrying it (a write in
+        // flight would clear the row without what was folded in).
+        const last = carrying ? undefined : journal.all().at(-1);
+        const waiting = last?.attempts === 0 ? last : undefined;
+        const accept = waiting && parsedRow(waiting);
+        if (waiting && accept?.kind !== "started" && accept?.run.runId === run.runId) {
+          const starting = [...(accept.starting ?? []), ...messages];
+          journal.replace(
+            waiting.id,
+            deferredRecordCodec.encode({ ...accept, entry, run: { ...accept.run, ...started }, starting }),
+          );
+        } else {
+          journal.add(
+            deferredRecordCodec.encode({ kind: "started", entry, run: started, starting: messages }),
+          );
+        }
+        schedule();
+        return;
+      }
       const e = env();
       await write([
         startRunStatement(e, run),

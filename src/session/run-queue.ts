@@ -1,34 +1,14 @@
-/**
- * The run queue of one SessionActor: a table in its DO SQLite, driven by the actor's alarm.
- *
- * Guarantees:
- * - Order: runs execute in arrival order (`pos` is an autoincrement key), one at a time: only
- *   the head runs, and the next starts after the head has left the queue.
- * - Idempotent enqueue: a run id enters the queue at most once (`run_id` is unique, and the
- *   actor answers a repeated run id from its `received` record before reaching the queue).
- * - Durability: queued and running runs survive eviction and restarts; the actor re-arms its
- *   alarm on first contact after a wake, so a lost alarm never strands the queue.
- * - Resume points: a running row's checkpoint (`RunProgress`) is saved after every model step
- *   and tool result (before the transcript append), after the reply's first delivery attempt,
- *   after the finalize batch, and after the run's flow was handed on. A restarted run continues
- *   from its last saved point and never repeats a step that was saved. The messages a run
- *   produced are stored one row per step (`run_steps`), so a save writes the new step and a
- *   small checkpoint, never the whole run again.
- * - Bounded attempts: a failed execution records its cause and when the next may start
- *   (`attempts`, `retry_at`, backoff); after MAX_RUN_ATTEMPTS failures the run ends `error`
- *   (see executor.ts `giveUp`) and the queue moves on: no run can wedge a session. Every start
- *   is counted too (`starts`, before any work), and a step the run stores sets the count back
- *   to zero, so a run whose process stops during each execution before its next step (it
- *   crashes the isolate, say) ends after MAX_RUN_STARTS, while a run that is interrupted by
- *   restarts or deploys but keeps making steps resumes as often as it takes.
- * - A run leaves the queue in one synchronous step, together with its recorded outcome.
- * All methods are synchronous storage calls.
- */
-import type { RunCheckpoint } from "../agent/loop";
-import type { DeliveryPayload } from "../delivery/deliver";
-import type { AttemptState } from "../delivery/outbox";
-import type { DeliveryState, EnqueueRequest, RunOutcome } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
+import {
+  type CompactionProgress,
+  progressCodec,
+  type QueuedRun,
+  queuedRunCodec,
+  type RunProgress,
+  stepCodec,
+} from "./durable-state";
+
+export type { CompactionProgress, QueuedRun, RunProgress };
 
 export interface QueueRow {
   pos: number;
@@ -46,71 +26,8 @@ export interface QueueRow {
   [key: string]: SqlStorageValue;
 }
 
-/** What the queue holds for a run: its request and the sessionId it runs in. */
-export interface QueuedRun {
-  req: EnqueueRequest;
-  sessionId: string;
-  /** Set when this run is the greeting turn of a bare reset trigger. */
-  greeting?: boolean;
-  /**
-   * Set when the run was enqueued on an idle actor and the enqueue batch already stored what
-   * the run start writes (the run marked running, the entry, the inputs), so the run skips that
-   * round trip.
-   */
-  prestarted?: { startedAt: number };
-}
-
-/** A compaction's resume points, kept in the run's checkpoint. */
-export interface CompactionProgress {
-  /** The run the compaction is recorded as. */
-  runId: string;
-  startedAt: number;
-  flush?: RunCheckpoint;
-  flushed?: boolean;
-  summary?: {
-    text: string;
-    firstKeptId?: string;
-    summarized: number;
-    kept: number;
-    tokensBefore: number;
-    inputTokens: number;
-    outputTokens: number;
-  };
-  applied?: boolean;
-  /** Set when nothing could be summarized. */
-  nothing?: boolean;
-  /** A compaction inside a turn: its run row was written, and then its end. */
-  recorded?: boolean;
-  ended?: boolean;
-}
-
-/** A running run's checkpoint: how far it got, so that a restart resumes instead of repeating. */
-export interface RunProgress {
-  startedAt: number;
-  loop: RunCheckpoint;
-  /** A compaction made by this run (a compaction run, or one before a turn's first model call). */
-  compaction?: CompactionProgress;
-  /** Present once the run has ended and is being finalized (idempotent re-entry). */
-  outcome?: RunOutcome;
-  /**
-   * The run's delivery as first attempted, and that attempt (null: an earlier flush had
-   * settled it); a re-entered finalize records this payload instead of deciding again.
-   */
-  outgoing?: { payload: DeliveryPayload; attempt: AttemptState | null };
-  /** Set once the finalize batch is written, so a re-entered finalize never writes it twice. */
-  delivery?: { delivered: boolean | null; state?: DeliveryState };
-  /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
-  continued?: boolean;
-  /**
-   * How many of `loop.produced` are known to be stored in D1. The final reply (an assistant
-   * message without tool calls) is checkpointed but stored with the finalize batch instead of
-   * on its own round trip.
-   */
-  stored?: number;
-}
-
 export function specOf(row: QueueRow): QueuedRun {
-  return JSON.parse(row.spec) as QueuedRun;
+  return queuedRunCodec.decode(row.spec);
 }
 
 /** A run is executed at most this many times; then it ends `error` with its last cause. */
@@ -125,7 +42,7 @@ export const RUN_RETRY_DELAYS_MS = [2_000, 10_000];
  * for its start time and stage; `RunQueue.progress` reads the whole of it.
  */
 export function progressOf(row: QueueRow): RunProgress | undefined {
-  return row.checkpoint ? (JSON.parse(row.checkpoint) as RunProgress) : undefined;
+  return row.checkpoint ? progressCodec.decode(row.checkpoint) : undefined;
 }
 
 export class RunQueue {
@@ -154,6 +71,11 @@ export class RunQueue {
   private readonly unwrittenStarts = new Map<number, number>();
   /** Rows whose current attempt stored a step (their starts are back to zero). */
   private readonly advanced = new Set<number>();
+  /**
+   * The head as this instance inserted it into an empty queue, until the next write: the step
+   * that starts it at once reads it without a query.
+   */
+  private insertedHead: QueueRow | undefined;
 
   constructor(private readonly sql: SqlStorage) {}
 
@@ -183,6 +105,7 @@ export class RunQueue {
   }
 
   head(): QueueRow | undefined {
+    if (this.insertedHead) return this.insertedHead;
     return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos LIMIT 1`).toArray()[0];
   }
 
@@ -211,36 +134,39 @@ export class RunQueue {
 
   /** Adds a run at the tail; returns its stored spec. */
   insert(runId: string, spec: QueuedRun, now: number): string {
-    const json = JSON.stringify(spec);
+    const json = queuedRunCodec.encode(spec);
     const count = this.count();
-    this.sql.exec(
-      `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?)`,
-      runId,
-      json,
-      now,
-    );
+    const { pos } = this.sql
+      .exec<{ pos: number }>(
+        `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?) RETURNING pos`,
+        runId,
+        json,
+        now,
+      )
+      .one();
+    this.insertedHead =
+      count === 0
+        ? {
+            pos,
+            run_id: runId,
+            state: "queued",
+            spec: json,
+            checkpoint: null,
+            enqueued_at: now,
+            attempts: 0,
+            starts: 0,
+            retry_at: null,
+            last_error: null,
+          }
+        : undefined;
     // A row added to an empty queue is its head, due at once.
     this.known = { count: count + 1, headRetryAt: count === 0 ? null : this.known?.headRetryAt };
     return json;
   }
 
   updateSpec(pos: number, spec: QueuedRun): void {
-    this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, JSON.stringify(spec), pos);
-  }
-
-  /**
-   * Replaces a run's spec only while the run has not started and its spec is still `expected`
-   * (it took no more inputs meanwhile); whether it did.
-   */
-  replaceSpecIfUnchanged(runId: string, expected: string, spec: QueuedRun): boolean {
-    return (
-      this.sql.exec(
-        `UPDATE queue SET spec = ? WHERE run_id = ? AND checkpoint IS NULL AND spec = ?`,
-        JSON.stringify(spec),
-        runId,
-        expected,
-      ).rowsWritten > 0
-    );
+    this.insertedHead = undefined;
+    this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, queuedRunCodec.encode(spec), pos);
   }
 
   /** Marks the row running with its first checkpoint (a run starting has no steps stored). */
@@ -263,7 +189,7 @@ export class RunQueue {
         n,
       )
       .toArray()
-      .map((s) => JSON.parse(s.message) as TranscriptMessage);
+      .map((s) => stepCodec.decode(s.message));
     if (progress.loop.produced.length !== n) {
       throw new Error(
         `checkpoint of run ${row.run_id} names ${n} steps, ${progress.loop.produced.length} are stored`,
@@ -277,6 +203,7 @@ export class RunQueue {
    * checkpoint with `produced` reduced to its length (placeholders), so a save stays small.
    */
   saveProgress(row: QueueRow, progress: RunProgress, starting = false): void {
+    this.insertedHead = undefined;
     const produced = progress.loop.produced;
     const stored = this.storedSteps.get(row.run_id) ?? this.countSteps(row.run_id);
     for (let i = stored; i < produced.length; i++) {
@@ -284,12 +211,12 @@ export class RunQueue {
         `INSERT OR REPLACE INTO run_steps (run_id, idx, message) VALUES (?, ?, ?)`,
         row.run_id,
         i,
-        JSON.stringify(produced[i]),
+        stepCodec.encode(produced[i] as TranscriptMessage),
       );
     }
     this.storedSteps.set(row.run_id, produced.length);
     const slim = { ...progress, loop: { ...progress.loop, produced: produced.map(() => 0 as const) } };
-    const checkpoint = JSON.stringify(slim);
+    const checkpoint = progressCodec.encode(slim as unknown as RunProgress);
     // A stored step is progress: the interruptions before it say nothing of a crash loop.
     const stepped = produced.length > stored;
     if (stepped) this.advanced.add(row.pos);
@@ -325,6 +252,7 @@ export class RunQueue {
    * Attempts are made on the head (the alarm's), so its retry time is known after.
    */
   beginAttempt(row: QueueRow): number {
+    this.insertedHead = undefined;
     this.advanced.delete(row.pos);
     const starts = (row.starts ?? 0) + 1;
     if (row.checkpoint === null) {
@@ -340,6 +268,7 @@ export class RunQueue {
 
   /** An attempt failed: its cause, and when the next may start; returns the failures so far. */
   attemptFailed(row: QueueRow, cause: string, retryAt: number): number {
+    this.insertedHead = undefined;
     const attempts = (row.attempts ?? 0) + 1;
     const starts = this.advanced.has(row.pos) ? 0 : (this.unwrittenStarts.get(row.pos) ?? row.starts ?? 0);
     this.unwrittenStarts.delete(row.pos);
@@ -372,6 +301,7 @@ export class RunQueue {
   }
 
   remove(row: Pick<QueueRow, "pos" | "run_id">): void {
+    this.insertedHead = undefined;
     const removed = this.sql.exec(`DELETE FROM queue WHERE pos = ? RETURNING pos`, row.pos).toArray().length;
     this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
     this.storedSteps.delete(row.run_id);

@@ -4,7 +4,19 @@
  * request, and the outcome itself is durable (the actor's `finished` record), so a caller that
  * reconnects simply waits again.
  */
-import type { RunOutcome } from "../runs/types";
+import type { RunOutcome, WaitResult } from "../runs/types";
+
+/** A finished run's outcome as a wait answers it. */
+export function waitResultOf(o: RunOutcome): WaitResult {
+  const status = o.status === "ok" || o.status === "error" || o.status === "aborted" ? o.status : "timeout";
+  const r: WaitResult = { runId: o.runId, status, runStatus: o.status };
+  if (o.startedAt !== undefined) r.startedAt = o.startedAt;
+  if (o.endedAt !== undefined) r.endedAt = o.endedAt;
+  if (o.error !== undefined) r.error = o.error;
+  if (o.reply !== undefined) r.reply = o.reply;
+  if (o.delivery !== undefined) r.delivery = o.delivery;
+  return r;
+}
 
 export class RunWaiters {
   private readonly waiting = new Map<string, Set<(o: RunOutcome) => void>>();

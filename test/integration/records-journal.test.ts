@@ -8,6 +8,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
+import { deferredRecordCodec } from "../../src/session/durable-state";
 import { RECORD_MAX_ATTEMPTS } from "../../src/session/records";
 import { actor, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 
@@ -135,7 +136,7 @@ describe("a deferred record D1 refuses forever", () => {
       error: expect.stringContaining("CHECK constraint failed: inbound"),
       attempts: RECORD_MAX_ATTEMPTS,
     });
-    expect(JSON.parse(dead!.body)).toMatchObject({ run: { runId: first.body.runId } });
+    expect(deferredRecordCodec.decode(dead!.body)).toMatchObject({ run: { runId: first.body.runId } });
     expect(await journalRows(key)).toBe(0);
     expect((await rpc<{ deadRecords: number }>("status")).payload.deadRecords).toBeGreaterThanOrEqual(1);
 

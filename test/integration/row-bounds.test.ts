@@ -6,6 +6,7 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { queuedRunCodec } from "../../src/session/durable-state";
 import { currentTimeTool } from "../../src/tools/current-time";
 import { MAX_MESSAGE_CHARS } from "../../src/transcript/message";
 import {
@@ -84,7 +85,7 @@ describe("collect mode", () => {
       state.storage.sql
         .exec<{ spec: string }>(`SELECT spec FROM queue WHERE state = 'queued' ORDER BY pos`)
         .toArray()
-        .map((r) => (JSON.parse(r.spec) as { req: { inputs: unknown[] } }).req.inputs.length),
+        .map((r) => queuedRunCodec.decode(r.spec).req.inputs.length),
     );
     // Three waiting runs of three merged messages each; the rest refused (429).
     expect(queued).toEqual([3, 3, 3]);

@@ -119,10 +119,14 @@ describe("a run whose checkpoint can no longer be read", () => {
     await driveAttempts(key, stuck);
     const done = await waitRun(stuck);
     expect(done.status).toBe("error");
-    expect(done.error).toMatch(new RegExp(`^run failed after ${MAX_RUN_ATTEMPTS} attempts: SyntaxError`));
+    expect(done.error).toMatch(
+      new RegExp(
+        `^run failed after ${MAX_RUN_ATTEMPTS} attempts: DurableDocumentError: stored run progress is not JSON`,
+      ),
+    );
     const run = await rpc<{ status: string; error: string }>("runs.get", { runId: stuck });
     expect(run.payload).toMatchObject({ status: "error" });
-    expect(run.payload.error).toContain("SyntaxError");
+    expect(run.payload.error).toContain("stored run progress is not JSON");
     await eventually(async () => delivered.some((d) => d.body.text === RUN_FAILED_NOTICE));
 
     await runDurableObjectAlarm(actor(key));

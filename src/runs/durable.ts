@@ -1,0 +1,85 @@
+/**
+ * Durable JSON documents: how a value kept in Durable Object storage (an entry, a queued run, a
+ * run's checkpoint, an outcome, a deferred record, an outbox payload) is written and read back.
+ * Each kind of document has a zod schema and a version. A document is written as
+ * `{"v":<version>,"d":<value>}` and read back only through its schema, so a value this code
+ * cannot understand is refused with a clear error instead of being misread:
+ * - written by a newer version (a deploy rolled back, or two versions running at once in the
+ *   middle of a deploy): `DurableDocumentError` naming both versions; the caller's retry
+ *   (a run's backoff, an outbox attempt) reads it again once the newer code serves the object;
+ * - not matching its schema (corrupt, or a shape changed without a version bump): the same
+ *   error, naming the field.
+ * A document written before versions existed (bare JSON, no envelope) is version 0, the same
+ * shape as version 1. Pure: no I/O.
+ */
+import type { z } from "zod";
+
+export class DurableDocumentError extends Error {
+  override readonly name = "DurableDocumentError";
+}
+
+export interface DurableCodec<T> {
+  readonly name: string;
+  readonly version: number;
+  encode(value: T): string;
+  decode(raw: string): T;
+}
+
+/**
+ * A codec for one kind of document. `upgrade` turns the value of an older version into the
+ * current one (given the version it was written with); without it, older versions must already
+ * match the current schema.
+ */
+export function durableCodec<T>(
+  name: string,
+  version: number,
+  schema: z.ZodType<T>,
+  upgrade?: (value: unknown, from: number) => unknown,
+): DurableCodec<T> {
+  return {
+    name,
+    version,
+    encode: (value) => `{"v":${version},"d":${JSON.stringify(value)}}`,
+    decode(raw) {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(raw);
+      } catch {
+        throw new DurableDocumentError(`stored ${name} is not JSON`);
+      }
+      const enveloped =
+        typeof parsed === "object" &&
+        parsed !== null &&
+        "d" in parsed &&
+        typeof (parsed as { v?: unknown }).v === "number";
+      const from = enveloped ? (parsed as { v: number }).v : 0;
+      if (from > version) {
+        throw new DurableDocumentError(
+          `stored ${name} is version ${from}, written by a newer deploy; this one reads up to version ${version}`,
+        );
+      }
+      const body = enveloped ? (parsed as { d: unknown }).d : parsed;
+      const result = schema.safeParse(from < version && upgrade ? upgrade(body, from) : body);
+      if (!result.success) {
+        const issue = result.error.issues[0];
+        const at = issue?.path.length ? issue.path.join(".") : "(root)";
+        throw new DurableDocumentError(
+          `stored ${name} (version ${from}) is invalid at ${at}: ${issue?.message}`,
+        );
+      }
+      return result.data;
+    },
+  };
+}
+
+/**
+ * Keeps the last document decoded from an unchanged string: a value read on every call (the
+ * entry) is checked once per write, not once per read. Each read still gets its own copy.
+ */
+export function cachedDecode<T>(codec: DurableCodec<T>): (raw: string) => T {
+  let last: { raw: string; value: T } | undefined;
+  return (raw) => {
+    if (raw !== last?.raw) last = { raw, value: codec.decode(raw) };
+    return structuredClone(last.value);
+  };
+}

@@ -1,0 +1,223 @@
+/**
+ * zod schemas of the shapes a SessionActor keeps in its storage and reads back (see durable.ts):
+ * transcript messages, the session entry, run requests, outcomes and accepted answers. Each is
+ * declared against its TypeScript type (`z.ZodType<T>`), so a field added to the type and not
+ * to the schema fails the typecheck. Objects are loose: a field written by a newer deploy is
+ * kept, not refused (the version says when a shape really changed). Pure.
+ */
+import { z } from "zod";
+import type { DeliveryContext, Origin, SessionRow } from "../db/queries";
+import type { ContentPart, Provenance, TranscriptMessage, Usage } from "../transcript/message";
+import type {
+  EnqueueRequest,
+  EnqueueResult,
+  EntryInit,
+  FlowMeta,
+  RunInput,
+  RunOutcome,
+  SpawnMeta,
+} from "./types";
+
+const str = z.string();
+const num = z.number();
+const nullableStr = str.nullable();
+const nullableNum = num.nullable();
+
+const ProvenanceSchema: z.ZodType<Provenance> = z.looseObject({
+  kind: z.enum(["external_user", "inter_session", "internal_system", "subagent_announce"]),
+  sourceSessionKey: str.optional(),
+  sourceChannel: str.optional(),
+  sourceTool: str.optional(),
+});
+
+const ContentPartSchema: z.ZodType<ContentPart> = z.union([
+  z.looseObject({ type: z.literal("text"), text: str }),
+  z.looseObject({ type: z.literal("toolCall"), id: str, name: str, arguments: z.unknown() }),
+]);
+
+const UsageSchema: z.ZodType<Usage> = z.looseObject({
+  inputTokens: num,
+  outputTokens: num,
+  totalTokens: num,
+});
+
+export const TranscriptMessageSchema: z.ZodType<TranscriptMessage> = z.looseObject({
+  id: str,
+  seq: num.optional(),
+  role: z.enum(["user", "assistant", "toolResult", "system"]),
+  content: z.array(ContentPartSchema),
+  toolCallId: str.optional(),
+  toolName: str.optional(),
+  isError: z.boolean().optional(),
+  timestamp: num,
+  runId: str.optional(),
+  model: str.optional(),
+  usage: UsageSchema.optional(),
+  provenance: ProvenanceSchema.optional(),
+  compaction: z.looseObject({ firstKeptId: str.optional(), firstKeptSeq: num.optional() }).optional(),
+});
+
+export const DeliveryContextSchema: z.ZodType<DeliveryContext> = z.looseObject({
+  channel: str,
+  to: str,
+  accountId: str,
+  threadId: str.optional(),
+});
+
+const OriginSchema: z.ZodType<Origin> = z.looseObject({
+  label: str.optional(),
+  provider: str.optional(),
+  from: str.optional(),
+  to: str.optional(),
+  accountId: str.optional(),
+  threadId: str.optional(),
+});
+
+/** The session entry (its D1 row's shape); the JSON columns hold what their writers put there. */
+export const SessionRowSchema: z.ZodType<SessionRow> = z.looseObject({
+  key: str,
+  agentId: str,
+  sessionId: str,
+  kind: str,
+  chatType: nullableStr,
+  channel: nullableStr,
+  displayName: nullableStr,
+  label: nullableStr,
+  subject: nullableStr,
+  createdAt: num,
+  updatedAt: num,
+  sessionStartedAt: num,
+  lastInteractionAt: nullableNum,
+  model: nullableStr,
+  modelOverride: nullableStr,
+  contextTokens: num,
+  inputTokens: num,
+  outputTokens: num,
+  totalTokens: num,
+  compactionCount: num,
+  thinkingLevel: nullableStr,
+  verboseLevel: nullableStr,
+  systemSent: z.boolean(),
+  abortedLastRun: z.boolean(),
+  sendPolicy: nullableStr,
+  lastChannel: nullableStr,
+  lastTo: nullableStr,
+  lastAccountId: nullableStr,
+  lastThreadId: nullableStr,
+  deliveryContext: z.union([DeliveryContextSchema, z.null()]),
+  origin: z.union([OriginSchema, z.null()]),
+  spawnedBy: nullableStr,
+  archivedAt: nullableNum,
+  runStatus: str,
+  expiresAt: nullableNum,
+  expiredAt: nullableNum,
+});
+
+const RunInputSchema: z.ZodType<RunInput> = z.looseObject({
+  text: str,
+  provenance: ProvenanceSchema,
+  messageId: str.optional(),
+  senderName: str.optional(),
+  timestamp: num,
+});
+
+const EntryInitSchema: z.ZodType<EntryInit> = z.looseObject({
+  agentId: str,
+  kind: str,
+  chatType: z.enum(["direct", "group", "channel"]),
+  channel: nullableStr,
+  displayName: str.optional(),
+  subject: str.optional(),
+  spawnedBy: str.optional(),
+  label: str.optional(),
+});
+
+const RunStatusSchema = z.enum(["queued", "running", "ok", "error", "aborted", "timeout"]);
+
+const FlowMetaSchema: z.ZodType<FlowMeta> = z.looseObject({
+  flowId: str,
+  hop: num,
+  requesterKey: str,
+  targetKey: str,
+  phase: z.enum(["primary", "reply", "announce"]),
+  round: num,
+  maxRounds: num,
+  originalMessage: str,
+  firstReply: str.optional(),
+  latestReply: str.optional(),
+  requesterInit: EntryInitSchema,
+});
+
+const SpawnMetaSchema: z.ZodType<SpawnMeta> = z.looseObject({
+  requesterKey: str,
+  requesterRoute: DeliveryContextSchema.optional(),
+  requesterInit: EntryInitSchema,
+  cleanup: z.enum(["keep", "delete"]),
+  phase: z.enum(["task", "announce"]),
+  task: z
+    .looseObject({
+      runId: str,
+      status: RunStatusSchema,
+      error: str.optional(),
+      reply: str.optional(),
+      lastToolResult: str.optional(),
+      startedAt: num,
+      endedAt: num,
+      inputTokens: num,
+      outputTokens: num,
+    })
+    .optional(),
+});
+
+export const EnqueueRequestSchema: z.ZodType<EnqueueRequest> = z.looseObject({
+  sessionKey: str,
+  runId: str,
+  trigger: z.enum(["inbound", "send", "spawn", "a2a_reply", "announce", "hook", "cron", "rpc", "compact"]),
+  inputs: z.array(RunInputSchema),
+  deliver: z.boolean(),
+  route: z
+    .looseObject({
+      channel: str,
+      to: str,
+      accountId: str,
+      threadId: str.optional(),
+      replyToMessageId: str.optional(),
+      replyContext: str.optional(),
+    })
+    .optional(),
+  origin: OriginSchema.optional(),
+  init: EntryInitSchema,
+  userInteraction: z.boolean(),
+  sender: z.looseObject({ channel: str, id: str }).optional(),
+  freshSession: z.boolean().optional(),
+  hasThread: z.boolean(),
+  idempotencyKey: str.optional(),
+  timeoutSeconds: num.optional(),
+  model: str.optional(),
+  flow: FlowMetaSchema.optional(),
+  spawn: SpawnMetaSchema.optional(),
+  hook: z.looseObject({ name: str.optional(), wake: z.boolean().optional() }).optional(),
+  compact: z.looseObject({ instructions: str.optional() }).optional(),
+  inbound: z.looseObject({ channel: str, accountId: str, messageId: str }).optional(),
+});
+
+export const RunOutcomeSchema: z.ZodType<RunOutcome> = z.looseObject({
+  runId: str,
+  status: RunStatusSchema,
+  startedAt: num.optional(),
+  endedAt: num.optional(),
+  error: str.optional(),
+  reply: str.optional(),
+  delivery: z.enum(["none", "blocked", "delivered", "retrying", "dead", "pending"]).optional(),
+});
+
+export type Accepted = Extract<EnqueueResult, { ok: true }>;
+
+export const AcceptedSchema: z.ZodType<Accepted> = z.looseObject({
+  ok: z.literal(true),
+  runId: str,
+  sessionKey: str,
+  sessionId: str,
+  status: z.enum(["queued", "duplicate", "command"]),
+  waitingOn: z.array(str).optional(),
+});

@@ -1,0 +1,215 @@
+/**
+ * Every JSON document a SessionActor keeps in its own storage, as a versioned codec (see
+ * runs/durable.ts): nothing the actor wrote is read back without its schema, so a deploy in
+ * the middle of a run cannot misread what the previous version left.
+ *
+ *   document          where                         version
+ *   entry             kv `entry`                    1
+ *   queued run        queue.spec                    1
+ *   run progress      queue.checkpoint              1  (produced messages as placeholders)
+ *   run step          run_steps.message, context    1  (a transcript message)
+ *   outcome           finished.outcome              1
+ *   accepted answer   received.result               1
+ *   deferred record   d1_pending.body               1
+ *   context state     kv `ctx:<sessionId>`          1
+ *
+ * Pure: schemas and codecs only.
+ */
+import { z } from "zod";
+import type { RunCheckpoint } from "../agent/loop";
+import type { SessionRow } from "../db/queries";
+import type { runs } from "../db/schema";
+import type { DeliveryPayload } from "../delivery/deliver";
+import type { AttemptState } from "../delivery/outbox";
+import { DeliveryPayloadSchema } from "../delivery/schemas";
+import { durableCodec } from "../runs/durable";
+import {
+  AcceptedSchema,
+  EnqueueRequestSchema,
+  RunOutcomeSchema,
+  SessionRowSchema,
+  TranscriptMessageSchema,
+} from "../runs/schemas";
+import type { DeliveryState, EnqueueRequest, RunOutcome } from "../runs/types";
+import type { TranscriptMessage } from "../transcript/message";
+
+// ---------------------------------------------------------------------------------------------
+// The documents' types
+
+/** What the queue holds for a run: its request and the sessionId it runs in. */
+export interface QueuedRun {
+  req: EnqueueRequest;
+  sessionId: string;
+  /** Set when this run is the greeting turn of a bare reset trigger. */
+  greeting?: boolean;
+}
+
+/** A compaction's resume points, kept in the run's checkpoint. */
+export interface CompactionProgress {
+  /** The run the compaction is recorded as. */
+  runId: string;
+  startedAt: number;
+  flush?: RunCheckpoint;
+  flushed?: boolean;
+  summary?: {
+    text: string;
+    firstKeptId?: string;
+    summarized: number;
+    kept: number;
+    tokensBefore: number;
+    inputTokens: number;
+    outputTokens: number;
+  };
+  applied?: boolean;
+  /** Set when nothing could be summarized. */
+  nothing?: boolean;
+  /** A compaction inside a turn: its run row was written, and then its end. */
+  recorded?: boolean;
+  ended?: boolean;
+}
+
+/** A running run's checkpoint: how far it got, so that a restart resumes instead of repeating. */
+export interface RunProgress {
+  startedAt: number;
+  loop: RunCheckpoint;
+  /** A compaction made by this run (a compaction run, or one before a turn's first model call). */
+  compaction?: CompactionProgress;
+  /** Present once the run has ended and is being finalized (idempotent re-entry). */
+  outcome?: RunOutcome;
+  /**
+   * The run's delivery as first attempted, and that attempt (null: an earlier flush had
+   * settled it); a re-entered finalize records this payload instead of deciding again.
+   */
+  outgoing?: { payload: DeliveryPayload; attempt: AttemptState | null };
+  /** Set once the finalize batch is written, so a re-entered finalize never writes it twice. */
+  delivery?: { delivered: boolean | null; state?: DeliveryState };
+  /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
+  continued?: boolean;
+  /**
+   * How many of `loop.produced` are known to be stored in D1. The final reply (an assistant
+   * message without tool calls) is checkpointed but stored with the finalize batch instead of
+   * on its own round trip.
+   */
+  stored?: number;
+}
+
+/**
+ * A run's records as the journal keeps them: `accepted` (the entry, the run row, the inbound
+ * dedupe row; with `starting` once the run's start was folded in: the row is then written
+ * running, with those messages) or `started` (a start whose accept already reached D1).
+ */
+export interface DeferredRecord {
+  kind?: "accepted" | "started";
+  entry: SessionRow;
+  run: typeof runs.$inferInsert;
+  starting?: TranscriptMessage[];
+  inbound?: { channel: string; accountId: string; messageId: string };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Their schemas
+
+const num = z.number();
+const str = z.string();
+
+const AttemptStateSchema: z.ZodType<AttemptState> = z.looseObject({
+  status: z.enum(["delivered", "retrying", "dead"]),
+  attempts: num,
+  updatedAt: num,
+  nextAttemptAt: num.nullable(),
+  lastError: str.nullable(),
+  deliveredAt: num.optional(),
+  partsSent: num.optional(),
+});
+
+const QueuedRunSchema: z.ZodType<QueuedRun> = z.looseObject({
+  req: EnqueueRequestSchema,
+  sessionId: str,
+  greeting: z.boolean().optional(),
+});
+
+/**
+ * A checkpoint as stored: `produced` holds a placeholder (0) per message, the messages being
+ * rows of `run_steps`; a checkpoint saved whole by an earlier version holds the messages.
+ */
+const CheckpointSchema: z.ZodType<RunCheckpoint> = z.looseObject({
+  step: num,
+  produced: z.array(z.union([z.literal(0), TranscriptMessageSchema])) as unknown as z.ZodType<
+    RunCheckpoint["produced"]
+  >,
+  inputTokens: num,
+  outputTokens: num,
+  lastCallTokens: num,
+  reasoning: z
+    .record(str, z.array(z.looseObject({ type: z.literal("reasoning"), text: str })))
+    .optional() as unknown as z.ZodType<RunCheckpoint["reasoning"]>,
+});
+
+const CompactionProgressSchema: z.ZodType<CompactionProgress> = z.looseObject({
+  runId: str,
+  startedAt: num,
+  flush: CheckpointSchema.optional(),
+  flushed: z.boolean().optional(),
+  summary: z
+    .looseObject({
+      text: str,
+      firstKeptId: str.optional(),
+      summarized: num,
+      kept: num,
+      tokensBefore: num,
+      inputTokens: num,
+      outputTokens: num,
+    })
+    .optional(),
+  applied: z.boolean().optional(),
+  nothing: z.boolean().optional(),
+  recorded: z.boolean().optional(),
+  ended: z.boolean().optional(),
+});
+
+const DeliveryStateSchema = z.enum(["none", "blocked", "delivered", "retrying", "dead", "pending"]);
+
+const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
+  startedAt: num,
+  loop: CheckpointSchema,
+  compaction: CompactionProgressSchema.optional(),
+  outcome: RunOutcomeSchema.optional(),
+  outgoing: z
+    .looseObject({ payload: DeliveryPayloadSchema, attempt: AttemptStateSchema.nullable() })
+    .optional(),
+  delivery: z
+    .looseObject({ delivered: z.boolean().nullable(), state: DeliveryStateSchema.optional() })
+    .optional(),
+  continued: z.boolean().optional(),
+  stored: num.optional(),
+});
+
+const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
+  entry: SessionRowSchema,
+  run: z.looseObject({
+    runId: str,
+    sessionKey: str,
+    sessionId: str,
+    trigger: str,
+    status: z.enum(["queued", "running"]),
+    createdAt: num,
+    startedAt: num.nullable().optional(),
+    deliver: z.boolean().optional(),
+    idempotencyKey: str.nullable().optional(),
+  }) as unknown as z.ZodType<DeferredRecord["run"]>,
+  starting: z.array(TranscriptMessageSchema).optional(),
+  inbound: z.looseObject({ channel: str, accountId: str, messageId: str }).optional(),
+});
+
+export const entryCodec = durableCodec("session entry", 1, SessionRowSchema);
+export const queuedRunCodec = durableCodec("queued run", 1, QueuedRunSchema);
+export const progressCodec = durableCodec("run progress", 1, RunProgressSchema);
+export const stepCodec = durableCodec("run step", 1, TranscriptMessageSchema);
+export const outcomeCodec = durableCodec("run outcome", 1, RunOutcomeSchema);
+export const acceptedCodec = durableCodec("accepted answer", 1, AcceptedSchema);
+export const deferredRecordCodec = durableCodec("deferred record", 1, DeferredRecordSchema);
+export const contextStateCodec = durableCodec(
+  "context state",
+  1,
+  z.looseObject({ summary: str.optional() }) as z.ZodType<{ summary?: string }>,
+);

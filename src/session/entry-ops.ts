@@ -1,0 +1,53 @@
+/**
+ * The operator's edits of a session's entry outside runs (`sessions.patch`, `sessions.reset`):
+ * the entry in the actor's storage and its D1 row, changed together.
+ */
+import type { SessionRow } from "../db/queries";
+import type { ActorError } from "../runs/types";
+import { entryExpiry, resetEntry } from "./entry";
+import type { ActorParts } from "./ports";
+import type { ActorRecords } from "./records";
+
+export type EntryPatch = Partial<
+  Pick<SessionRow, "label" | "modelOverride" | "thinkingLevel" | "verboseLevel" | "sendPolicy">
+>;
+
+type EntryPort = Pick<ActorParts, "config" | "store"> & {
+  readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted">;
+};
+
+export async function patchEntry(
+  a: EntryPort,
+  sessionKey: string,
+  fields: EntryPatch,
+): Promise<{ ok: true; entry: SessionRow } | ActorError> {
+  const entry = a.store.entry();
+  if (!entry) return { ok: false, code: "NOT_FOUND", message: `session not found: ${sessionKey}` };
+  const updatedAt = Date.now();
+  if ((await a.records.entryPatched({ ...entry, ...fields, updatedAt })) === "label-taken") {
+    return {
+      ok: false,
+      code: "CONFLICT",
+      message: `label "${fields.label}" is already used by another session of agent ${entry.agentId}`,
+    };
+  }
+  // Re-read: a run may have updated counters while D1 was being written.
+  const merged = { ...(a.store.entry() ?? entry), ...fields, updatedAt };
+  a.store.saveEntry(merged);
+  return { ok: true, entry: merged };
+}
+
+/** A new sessionId under the key, its settings kept. */
+export async function resetSession(
+  a: EntryPort,
+  sessionKey: string,
+): Promise<{ key: string; sessionId: string } | ActorError> {
+  const entry = a.store.entry();
+  if (!entry) return { ok: false, code: "NOT_FOUND", message: `session not found: ${sessionKey}` };
+  const now = Date.now();
+  const next = resetEntry(entry, now);
+  next.expiresAt = entryExpiry(next, a.config);
+  a.store.saveEntry(next);
+  await a.records.sessionStarted(next, now);
+  return { key: next.key, sessionId: next.sessionId };
+}

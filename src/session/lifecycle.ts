@@ -1,0 +1,352 @@
+/**
+ * The run lifecycle: the one path every run of a SessionActor takes, from its admission to
+ * leaving the queue. Each transition is made durable at one place, and a run interrupted
+ * anywhere (the process ends, a deploy, an eviction) resumes from the last durable state and
+ * never repeats what that state records.
+ *
+ *   state       reached when                               durable in                   D1
+ *   queued      admission stores the queue row             DO: queue row, `received`,   accept: written through, or
+ *                                                          entry (one synchronous step) journaled (a connector's)
+ *   started     the queue head is attempted                DO: checkpoint (running),     start: journaled (folded into
+ *                                                          `starts` counted              its accept while that waits)
+ *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  the step's messages, one batch
+ *                                                          row, before its D1 write      carrying the journal
+ *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
+ *                                                          entry's usage accounted
+ *   replied     its reply is handed to the outbox and      DO: outbox row, checkpoint    -
+ *               attempted once (waited for at most         `outgoing`
+ *               FIRST_ATTEMPT_WAIT_MS)
+ *   finalized   the finalize batch is written              D1 first; DO: checkpoint      final reply, delivery row (with
+ *                                                          `delivery` (only when a flow  its first attempt), outcome,
+ *                                                          step follows)                 entry: one batch
+ *   continued   the flow's next step is handed on          the next step's own queue     (the next run's accept)
+ *               (exchange round, announce, announcement)   (ids derive from the flow)
+ *   done        the run leaves the queue                   DO: queue row removed with    -
+ *                                                          its `finished` outcome, in
+ *                                                          one synchronous step
+ *   delivered   the outbox's attempts settle (after done,  DO: outbox row removed        the delivery's state
+ *               in the background; see delivery/outbox.ts)
+ *
+ * Failures: an attempt that throws (D1 down, a bug) is retried from its checkpoint after a
+ * backoff, at most MAX_RUN_ATTEMPTS times, and a run whose process keeps ending before its next
+ * step ends after MAX_RUN_STARTS; either way it ends `error` through the same finalize
+ * (`giveUp`), so no run wedges the queue. Aborts and timeouts end the turn (`ended`) like any
+ * outcome. A stored document this version cannot read (durable-state.ts) fails the attempt.
+ * The actor starts the head at once when a run is admitted to an idle actor or the run before
+ * it is done, and its alarm is the backstop (actor-steps.ts).
+ */
+import { emptyCheckpoint } from "../agent/loop";
+import type { DeliveryContext, SessionRow } from "../db/queries";
+import { deliveryRow } from "../delivery/outbox";
+import type { DeliveryState, RunOutcome } from "../runs/types";
+import type { TranscriptMessage } from "../transcript/message";
+import { inputMessages } from "./admission";
+import { noticeToolActivity, runTurn } from "./executor";
+import { continueFlows } from "./flow-runner";
+import { outboundOf } from "./outbound";
+import type { LifecyclePort } from "./ports";
+import {
+  MAX_RUN_ATTEMPTS,
+  MAX_RUN_STARTS,
+  type QueuedRun,
+  type QueueRow,
+  RUN_RETRY_DELAYS_MS,
+  type RunProgress,
+  specOf,
+} from "./run-queue";
+
+/** How long a run waits for its reply's first attempt before going on without its outcome. */
+export const FIRST_ATTEMPT_WAIT_MS = 1_000;
+
+/**
+ * Executes the queue head once, counted: a failed attempt is retried after a backoff, and a
+ * run whose attempts are spent (or whose stored state can no longer be read) ends `error`
+ * with its cause, so the queue moves on (SPEC §5: no run can wedge a session).
+ */
+export async function attemptHead(a: LifecyclePort, row: QueueRow): Promise<void> {
+  const starts = a.queue.beginAttempt(row);
+  if (starts > MAX_RUN_STARTS) {
+    const last = row.last_error ? `; last error: ${row.last_error}` : "";
+    return giveUp(
+      a,
+      row,
+      `run stopped ${MAX_RUN_STARTS} times in a row before its next step (its process ended each time)${last}`,
+    );
+  }
+  try {
+    await executeHead(a, row);
+  } catch (error) {
+    const cause = causeOf(error);
+    const failures = (row.attempts ?? 0) + 1;
+    console.error(`run ${row.run_id}: attempt ${failures} of ${MAX_RUN_ATTEMPTS} failed: ${cause}`);
+    if (failures >= MAX_RUN_ATTEMPTS) {
+      return giveUp(a, row, `run failed after ${MAX_RUN_ATTEMPTS} attempts: ${cause}`);
+    }
+    const delay = RUN_RETRY_DELAYS_MS[failures - 1] ?? RUN_RETRY_DELAYS_MS.at(-1) ?? 0;
+    a.queue.attemptFailed(row, cause, Date.now() + delay);
+  }
+}
+
+function causeOf(error: unknown): string {
+  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  return text.split("\n")[0]?.slice(0, 500) ?? "unknown error";
+}
+
+/** queued → started → stepped… → ended, then on through `finalize`. */
+async function executeHead(a: LifecyclePort, row: QueueRow): Promise<void> {
+  const spec = specOf(row);
+  const runId = row.run_id;
+  const stored = a.queue.progress(row);
+  const progress: RunProgress = stored ?? { startedAt: Date.now(), loop: emptyCheckpoint() };
+  if (!stored) a.queue.start(row, progress);
+  const save = () => a.queue.saveProgress(row, progress);
+
+  if (!progress.outcome) {
+    await recordStart(a, spec, runId, progress);
+    progress.outcome = await runTurn(a, spec, runId, progress, {
+      save,
+      stepped: async (appended) => {
+        // The checkpoint (with the step's messages) is durable before D1 is written, so a
+        // restart resumes after this step and re-appends its messages (idempotent by id).
+        save();
+        await a.records.messagesAppended(spec.sessionId, appended);
+        progress.stored = progress.loop.produced.length;
+        save();
+        await noticeToolActivity(a, spec, runId, progress.loop.produced, appended);
+      },
+    });
+    const entry = a.store.entry();
+    if (entry && entry.sessionId === spec.sessionId) {
+      // The run is the head: whatever else the queue holds waits behind it.
+      a.store.saveEntry(accountRun(entry, progress, progress.outcome, a.queue.othersWaiting()));
+    }
+    save();
+  }
+  await finalize(a, row, spec, progress, progress.outcome);
+}
+
+/**
+ * `started` in D1: the run marked running, the entry showing it, its inputs and what a resumed
+ * run produced and did not store yet appended. Journaled (the next write carries it) unless
+ * `session.writeBehind` is off.
+ */
+async function recordStart(
+  a: LifecyclePort,
+  spec: QueuedRun,
+  runId: string,
+  progress: RunProgress,
+): Promise<void> {
+  const { req } = spec;
+  const entry = a.store.entry();
+  const messages: TranscriptMessage[] = [
+    ...inputMessages(runId, req.inputs),
+    ...progress.loop.produced.slice(progress.stored ?? 0),
+  ];
+  await a.records.runStarted({
+    run: {
+      runId,
+      sessionKey: req.sessionKey,
+      sessionId: spec.sessionId,
+      trigger: req.trigger,
+      status: "running",
+      createdAt: progress.startedAt,
+      startedAt: progress.startedAt,
+      deliver: req.deliver,
+      idempotencyKey: req.idempotencyKey ?? null,
+    },
+    ...(entry ? { entry: { ...entry, runStatus: "running" } } : {}),
+    messages,
+    behind: a.config.session.writeBehind,
+  });
+  a.store.markHistory(spec.sessionId);
+}
+
+/**
+ * The run's usage on the entry, in the same synchronous step that records the outcome, so a
+ * finalization repeated after a restart never counts tokens twice.
+ */
+function accountRun(
+  entry: SessionRow,
+  progress: RunProgress,
+  outcome: RunOutcome,
+  morePending: boolean,
+): SessionRow {
+  return {
+    ...entry,
+    inputTokens: entry.inputTokens + progress.loop.inputTokens,
+    outputTokens: entry.outputTokens + progress.loop.outputTokens,
+    // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
+    totalTokens: progress.loop.lastCallTokens || entry.totalTokens,
+    abortedLastRun: outcome.status === "aborted" || outcome.status === "timeout",
+    systemSent: true,
+    runStatus: morePending ? "queued" : "idle",
+  };
+}
+
+/**
+ * ended → replied → finalized → continued → done, each step recorded in the checkpoint so a
+ * re-entered finalize skips what is done.
+ */
+async function finalize(
+  a: LifecyclePort,
+  row: QueueRow,
+  spec: QueuedRun,
+  progress: RunProgress,
+  outcome: RunOutcome,
+): Promise<void> {
+  const { req } = spec;
+  const save = () => a.queue.saveProgress(row, progress);
+  if (!progress.delivery) {
+    const entry = a.store.entry();
+    const out = outboundOf(req, outcome);
+    const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
+    const payload =
+      progress.outgoing?.payload ??
+      (out && route
+        ? a.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
+        : undefined);
+    // replied: the reply goes out before the run is written to D1: the outbox row makes it
+    // durable, the user gets it one round trip sooner, and when the connector answers within
+    // FIRST_ATTEMPT_WAIT_MS the `deliveries` row below is written once with that outcome. A
+    // slower connector is not waited for: the attempt goes on and records itself. A restart
+    // between the attempt and its checkpoint may repeat the POST (at least once; connectors
+    // dedupe by deliveryId).
+    if (payload && !progress.outgoing) {
+      const first = (await a.outbox.addAndAttempt(payload, FIRST_ATTEMPT_WAIT_MS)) ?? null;
+      progress.outgoing = { payload, attempt: first };
+      save();
+    }
+    const attempt = progress.outgoing?.attempt ?? undefined;
+    const state: DeliveryState = !payload
+      ? out && route
+        ? "blocked"
+        : "none"
+      : (attempt?.status ?? "pending");
+    // false: blocked by send policy or dead on its only attempt; null: still being retried.
+    const delivered =
+      state === "blocked"
+        ? false
+        : attempt
+          ? { delivered: true, dead: false, retrying: null }[attempt.status]
+          : null;
+    // finalized: the final reply, the delivery and its first attempt, the outcome, the entry.
+    await a.records.runFinished({
+      runId: row.run_id,
+      sessionId: spec.sessionId,
+      messages: progress.loop.produced.slice(progress.stored ?? 0),
+      ...(payload ? { delivery: { ...deliveryRow(payload), ...attempt } } : {}),
+      end: {
+        status: outcome.status,
+        startedAt: outcome.startedAt ?? null,
+        endedAt: outcome.endedAt ?? null,
+        error: outcome.error ?? null,
+        reply: outcome.reply ?? null,
+        model: entry?.model ?? null,
+        usage: {
+          inputTokens: progress.loop.inputTokens,
+          outputTokens: progress.loop.outputTokens,
+          // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
+          totalTokens: progress.loop.lastCallTokens,
+        },
+        delivered,
+      },
+      ...(entry ? { entry } : {}),
+    });
+    progress.delivery = { delivered, state };
+    // A run with a flow step to hand on is checkpointed here; any other is done below in this
+    // same synchronous step (a crash before that repeats the idempotent batch above).
+    if (req.flow || req.spawn) save();
+  }
+  if (!progress.continued) {
+    await continueFlows(a, row.run_id, spec, progress, outcome);
+    // No save: the run is done below, in the same synchronous step.
+    progress.continued = true;
+  }
+  // done: the run leaves the queue in one synchronous step.
+  const finished: RunOutcome = { ...outcome, delivery: progress.delivery?.state ?? "pending" };
+  a.queue.remove(row);
+  a.store.recordFinished(finished, Date.now());
+  a.waiters.notify(finished);
+  if (req.spawn?.phase === "announce" && req.spawn.cleanup === "delete") {
+    // The announcement is recorded in the requester: the child can go.
+    await a.remove(req.sessionKey, true);
+  }
+}
+
+/**
+ * Ends a run that cannot be executed: `error` with its cause, through the ordinary finalize
+ * (the run's record, the chat's short notice, its waiters) when D1 takes it; when even that
+ * fails, the run leaves the queue anyway with its outcome kept for waiters and the cause in
+ * the logs, and its D1 row is ended if it can be.
+ */
+async function giveUp(a: LifecyclePort, row: QueueRow, error: string): Promise<void> {
+  const now = Date.now();
+  let spec: QueuedRun | undefined;
+  let progress: RunProgress | undefined;
+  try {
+    spec = specOf(row);
+    progress = a.queue.progress(row);
+  } catch {
+    // Unreadable: the run ends with what is known.
+  }
+  const startedAt = progress?.startedAt;
+  const outcome: RunOutcome = { runId: row.run_id, status: "error", endedAt: now, error };
+  if (startedAt !== undefined) outcome.startedAt = startedAt;
+  const entry = a.store.entry();
+  if (entry && spec && entry.sessionId === spec.sessionId) {
+    const waiting = a.queue.rows().some((r) => r.state === "queued" && r.pos !== row.pos);
+    a.store.saveEntry({ ...entry, runStatus: waiting ? "queued" : "idle" });
+  }
+  if (spec) {
+    const ending: RunProgress = progress ?? { startedAt: startedAt ?? now, loop: emptyCheckpoint() };
+    ending.outcome ??= outcome;
+    // Twice: with the messages the run produced, then without those not stored yet (one of
+    // them may be what D1 refuses).
+    for (const skipUnstored of [false, true]) {
+      try {
+        if (skipUnstored) ending.stored = ending.loop.produced.length;
+        a.queue.saveProgress(row, ending);
+        await finalize(a, row, spec, ending, ending.outcome);
+        return;
+      } catch (finalizeError) {
+        console.error(`run ${row.run_id}: could not be finalized: ${causeOf(finalizeError)}`);
+      }
+    }
+  }
+  a.queue.remove(row);
+  a.store.recordFinished(outcome, now);
+  a.waiters.notify(outcome);
+  try {
+    await a.records.runsEnded([row.run_id], { status: "error", endedAt: now, error });
+  } catch (recordError) {
+    console.error(
+      `run ${row.run_id} ended (${error}); its D1 row could not be updated: ${causeOf(recordError)}`,
+    );
+  }
+}
+
+/**
+ * Waiting runs dropped before they started (`abort` with `clearQueue`): each is done at once,
+ * `aborted`, its waiters answered and its D1 row ended. Returns how many.
+ */
+export async function dropQueued(
+  a: Pick<LifecyclePort, "queue" | "store" | "waiters" | "records">,
+): Promise<number> {
+  const now = Date.now();
+  const dropped: string[] = [];
+  for (const row of a.queue.rows()) {
+    if (row.state !== "queued") continue;
+    a.queue.remove(row);
+    const outcome: RunOutcome = {
+      runId: row.run_id,
+      status: "aborted",
+      endedAt: now,
+      error: "aborted before start",
+    };
+    a.store.recordFinished(outcome, now);
+    a.waiters.notify(outcome);
+    dropped.push(row.run_id);
+  }
+  await a.records.runsEnded(dropped, { status: "aborted", endedAt: now, error: "aborted before start" });
+  return dropped.length;
+}

@@ -170,13 +170,18 @@ describe("after a restart", () => {
 
     // The new instance's D1 writes are held: its first contact must write the journal first.
     let held = true;
+    let reached = false;
     await rewire(
       key,
-      refusingD1("never", () => held),
+      refusingD1("never", () => {
+        reached = true;
+        return held;
+      }),
     );
     const a = say(room, "first after the restart");
     const b = say(room, "second after the restart");
-    await new Promise((r) => setTimeout(r, 100));
+    // The leftover record's write has reached D1 (held there).
+    await eventually(async () => reached);
     // Neither is admitted while the leftover record is on its way to D1.
     const queued = await queuedRunIds(key);
     expect(queued).toEqual([left.body.runId]);

@@ -2,7 +2,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
-import { actor, dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+import { actor, dm, drain, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 
 /**
  * Simulates the process dying mid-run: the actor's D1 binding fails from the Nth batch on,
@@ -79,7 +79,7 @@ describe("run resumption", () => {
       expect(thisRun[3]!.content[0]!.text).toMatch(/^echo: current_time -> /);
 
       await eventually(async () => connector.delivered.length === 2);
-      await new Promise((r) => setTimeout(r, 200));
+      await drain(key);
       const replies = connector.delivered.filter((d) => String(d.body.deliveryId).startsWith(ack.runId));
       expect(replies).toHaveLength(1);
       connector.restore();

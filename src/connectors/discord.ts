@@ -8,6 +8,7 @@
  * once the interaction token's 15 minutes are over, it is posted to the channel with the bot
  * token.
  */
+import { z } from "zod";
 import type { DiscordConfig } from "../config/connectors";
 import type { InboundMessage } from "./inbound-message";
 import { brief, callApi, classifyStatus, isFailure, postParts, retryAfterHeader } from "./platform-api";
@@ -44,11 +45,13 @@ interface Interaction {
 }
 
 /** What a reply needs that the route does not carry: the interaction's token, time and channel. */
-interface ReplyContext {
-  token: string;
-  at: number;
-  channelId?: string;
-}
+/** An interaction's reply context, kept with the run's route and its outbox row. */
+const ReplyContextSchema = z.looseObject({
+  token: z.string(),
+  at: z.number(),
+  channelId: z.string().optional(),
+});
+type ReplyContext = z.infer<typeof ReplyContextSchema>;
 
 function hexBytes(hex: string): Uint8Array {
   const out = new Uint8Array(hex.length / 2);
@@ -111,8 +114,8 @@ export function normalizeDiscord(i: Interaction, app: App, now: number): Platfor
 function contextOf(raw: string | undefined): ReplyContext | undefined {
   if (!raw) return undefined;
   try {
-    const c = JSON.parse(raw) as Partial<ReplyContext>;
-    return typeof c.token === "string" && typeof c.at === "number" ? (c as ReplyContext) : undefined;
+    const parsed = ReplyContextSchema.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
   }

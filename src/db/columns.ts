@@ -5,7 +5,8 @@
  * without the value stores, in the schema's declaration order. Typed against the drizzle
  * schema's row types: a property added to or removed from schema.ts, or a column whose kind
  * does not match its property, fails to compile. Names, order and defaults are held against
- * drizzle's own statements in test/unit/writes.test.ts and its rows in test/unit/reads.test.ts.
+ * drizzle's own statements in test/unit/writes.test.ts, its rows in test/unit/reads.test.ts,
+ * and drizzle's column definitions (getTableColumns) in test/unit/columns.test.ts.
  */
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import * as schema from "./schema";

@@ -61,7 +61,8 @@ export function upsertSessionStatement(env: Env, row: SessionRow): D1PreparedSta
 }
 
 /** The upsert of an entry updates only a stored row not updated later than the entry. */
-const NOT_NEWER = `${col(schema.sessions, "updatedAt")} <= excluded.${col(schema.sessions, "updatedAt")}`;
+/** Strictly older: a deferred entry as new as the stored one (the same admission) leaves it alone. */
+const NOT_NEWER = `${col(schema.sessions, "updatedAt")} < excluded.${col(schema.sessions, "updatedAt")}`;
 
 /**
  * The entry's upsert, unless the stored row was updated later: a deferred write that lands

@@ -1,6 +1,6 @@
 /**
  * A SessionActor's delivery outbox (SPEC §14). This local table drives the attempts: due rows
- * are POSTed in the background (started by the actor's alarm, at most MAX_IN_FLIGHT at once,
+ * are POSTed in the background (started by the actor's steps, at most MAX_IN_FLIGHT at once,
  * never awaited by it, so a connector that is down or slow never delays a run), failures are
  * rescheduled with capped exponential backoff and end `dead` after `delivery.maxAttempts`, and
  * each attempt's outcome is written to the D1 `deliveries` row that `deliveries.list` shows
@@ -13,6 +13,7 @@ import type { Config } from "../config/schema";
 import type { DeliveryContext, SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
+import { DurableDocumentError } from "../runs/durable";
 import {
   ATTEMPT_TIMEOUT_MS,
   type DeliveryAttempt,
@@ -226,9 +227,21 @@ export class DeliveryOutbox {
         this.settleRow(id, state);
         return state;
       } catch (error) {
-        // The outcome could not be recorded: the row is attempted again after the usual backoff
-        // (at least once; connectors drop repeats by deliveryId).
         console.error(`delivery ${id}: ${error instanceof Error ? error.message : String(error)}`);
+        if (error instanceof DurableDocumentError && !error.newer) {
+          // A payload no version can read is never attempted again (its D1 row keeps its state).
+          this.settleRow(id, {
+            status: "dead",
+            attempts: row.attempts,
+            updatedAt: Date.now(),
+            nextAttemptAt: null,
+            lastError: error.message,
+          });
+          return undefined;
+        }
+        // The outcome could not be recorded (or a newer deploy wrote the payload): the row is
+        // attempted again after the usual backoff (at least once; connectors drop repeats by
+        // deliveryId).
         const retryAt = Date.now() + retryDelayMs(row.attempts + 1, this.config().delivery);
         this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, retryAt, id);
         return undefined;

@@ -1,22 +1,33 @@
 /**
  * Durable JSON documents: how a value kept in Durable Object storage (an entry, a queued run, a
  * run's checkpoint, an outcome, a deferred record, an outbox payload) is written and read back.
- * Each kind of document has a zod schema and a version. A document is written as
- * `{"v":<version>,"d":<value>}` and read back only through its schema, so a value this code
- * cannot understand is refused with a clear error instead of being misread:
+ * Each kind of document has a zod schema and a version. A document is written as its JSON
+ * object with the version in a reserved `_v` key, and read back only through its schema, so a
+ * value this code cannot understand is refused with a clear error instead of being misread:
  * - written by a newer version (a deploy rolled back, or two versions running at once in the
- *   middle of a deploy): `DurableDocumentError` naming both versions; the caller's retry
- *   (a run's backoff, an outbox attempt) reads it again once the newer code serves the object;
+ *   middle of a deploy): `DurableDocumentError` (`newer`) naming both versions; the caller's
+ *   retry (a run's backoff) reads it again once the newer code serves the object;
  * - not matching its schema (corrupt, or a shape changed without a version bump): the same
  *   error, naming the field.
- * A document written before versions existed (bare JSON, no envelope) is version 0, the same
- * shape as version 1. Pure: no I/O.
+ * A document written before versions existed (no `_v`) is version 0, upgraded by the codec's
+ * `upgrade` when its shape differs. Code of an earlier version reads a versioned document as
+ * it always did (one key more), so a rollback does not misread it either. Pure: no I/O.
  */
 import type { z } from "zod";
 
 export class DurableDocumentError extends Error {
   override readonly name = "DurableDocumentError";
+  /** Written by a newer version: readable once that version serves the object again. */
+  readonly newer: boolean;
+
+  constructor(message: string, newer = false) {
+    super(message);
+    this.newer = newer;
+  }
 }
+
+/** The key a document's version is kept under. */
+const VERSION_KEY = "_v";
 
 export interface DurableCodec<T> {
   readonly name: string;
@@ -30,7 +41,7 @@ export interface DurableCodec<T> {
  * current one (given the version it was written with); without it, older versions must already
  * match the current schema.
  */
-export function durableCodec<T>(
+export function durableCodec<T extends object>(
   name: string,
   version: number,
   schema: z.ZodType<T>,
@@ -39,7 +50,7 @@ export function durableCodec<T>(
   return {
     name,
     version,
-    encode: (value) => `{"v":${version},"d":${JSON.stringify(value)}}`,
+    encode: (value) => JSON.stringify({ [VERSION_KEY]: version, ...value }),
     decode(raw) {
       let parsed: unknown;
       try {
@@ -47,18 +58,17 @@ export function durableCodec<T>(
       } catch {
         throw new DurableDocumentError(`stored ${name} is not JSON`);
       }
-      const enveloped =
-        typeof parsed === "object" &&
-        parsed !== null &&
-        "d" in parsed &&
-        typeof (parsed as { v?: unknown }).v === "number";
-      const from = enveloped ? (parsed as { v: number }).v : 0;
+      if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
+        throw new DurableDocumentError(`stored ${name} is not a JSON object`);
+      }
+      const { [VERSION_KEY]: stamp, ...body } = parsed as Record<string, unknown>;
+      const from = typeof stamp === "number" ? stamp : 0;
       if (from > version) {
         throw new DurableDocumentError(
           `stored ${name} is version ${from}, written by a newer deploy; this one reads up to version ${version}`,
+          true,
         );
       }
-      const body = enveloped ? (parsed as { d: unknown }).d : parsed;
       const result = schema.safeParse(from < version && upgrade ? upgrade(body, from) : body);
       if (!result.success) {
         const issue = result.error.issues[0];
@@ -76,7 +86,7 @@ export function durableCodec<T>(
  * Keeps the last document decoded from an unchanged string: a value read on every call (the
  * entry) is checked once per write, not once per read. Each read still gets its own copy.
  */
-export function cachedDecode<T>(codec: DurableCodec<T>): (raw: string) => T {
+export function cachedDecode<T extends object>(codec: DurableCodec<T>): (raw: string) => T {
   let last: { raw: string; value: T } | undefined;
   return (raw) => {
     if (raw !== last?.raw) last = { raw, value: codec.decode(raw) };

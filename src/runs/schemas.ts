@@ -1,9 +1,11 @@
 /**
  * zod schemas of the shapes a SessionActor keeps in its storage and reads back (see durable.ts):
  * transcript messages, the session entry, run requests, outcomes and accepted answers. Each is
- * declared against its TypeScript type (`z.ZodType<T>`), so a field added to the type and not
- * to the schema fails the typecheck. Objects are loose: a field written by a newer deploy is
- * kept, not refused (the version says when a shape really changed). Pure.
+ * declared against its TypeScript type (`z.ZodType<T>`), so a required field added to the type
+ * and not to the schema, or a field of another type, fails the typecheck (an optional field
+ * added only to the type is kept as stored, unchecked). Objects are loose: a field written by a
+ * newer deploy is kept, not refused (the version says when a shape really changed). A field
+ * added after documents were first stored has a default here, so an older document reads. Pure.
  */
 import { z } from "zod";
 import type { DeliveryContext, Origin, SessionRow } from "../db/queries";
@@ -20,8 +22,11 @@ import type {
 
 const str = z.string();
 const num = z.number();
-const nullableStr = str.nullable();
-const nullableNum = num.nullable();
+/** A nullable field: missing in a document written before the field existed, it is null. */
+const nullableStr = str.nullable().default(null);
+const nullableNum = num.nullable().default(null);
+const counter = num.default(0);
+const flag = z.boolean().default(false);
 
 const ProvenanceSchema: z.ZodType<Provenance> = z.looseObject({
   kind: z.enum(["external_user", "inter_session", "internal_system", "subagent_announce"]),
@@ -90,25 +95,25 @@ export const SessionRowSchema: z.ZodType<SessionRow> = z.looseObject({
   lastInteractionAt: nullableNum,
   model: nullableStr,
   modelOverride: nullableStr,
-  contextTokens: num,
-  inputTokens: num,
-  outputTokens: num,
-  totalTokens: num,
-  compactionCount: num,
+  contextTokens: counter,
+  inputTokens: counter,
+  outputTokens: counter,
+  totalTokens: counter,
+  compactionCount: counter,
   thinkingLevel: nullableStr,
   verboseLevel: nullableStr,
-  systemSent: z.boolean(),
-  abortedLastRun: z.boolean(),
+  systemSent: flag,
+  abortedLastRun: flag,
   sendPolicy: nullableStr,
   lastChannel: nullableStr,
   lastTo: nullableStr,
   lastAccountId: nullableStr,
   lastThreadId: nullableStr,
-  deliveryContext: z.union([DeliveryContextSchema, z.null()]),
-  origin: z.union([OriginSchema, z.null()]),
+  deliveryContext: z.union([DeliveryContextSchema, z.null()]).default(null),
+  origin: z.union([OriginSchema, z.null()]).default(null),
   spawnedBy: nullableStr,
   archivedAt: nullableNum,
-  runStatus: str,
+  runStatus: str.default("idle"),
   expiresAt: nullableNum,
   expiredAt: nullableNum,
 });
@@ -187,10 +192,10 @@ export const EnqueueRequestSchema: z.ZodType<EnqueueRequest> = z.looseObject({
     .optional(),
   origin: OriginSchema.optional(),
   init: EntryInitSchema,
-  userInteraction: z.boolean(),
+  userInteraction: flag,
   sender: z.looseObject({ channel: str, id: str }).optional(),
   freshSession: z.boolean().optional(),
-  hasThread: z.boolean(),
+  hasThread: flag,
   idempotencyKey: str.optional(),
   timeoutSeconds: num.optional(),
   model: str.optional(),

@@ -23,6 +23,9 @@ const SWEEP_INTERVAL_MS = 3_600_000;
 
 export type { Accepted };
 
+/** What ends the id of a sub-agent announcement recorded with the accepted run ids. */
+export const ANNOUNCEMENT_SUFFIX = ":announcement";
+
 export class ActorStore {
   private readonly kvCache = new Map<string, string | null>();
   private readonly decodeEntry = cachedDecode(entryCodec);
@@ -90,6 +93,8 @@ export class ActorStore {
 
   /** The answer given when `runId` was accepted, if it was. */
   accepted(runId: string): Accepted | undefined {
+    // An announcement's row (see `recordAnnounced`) is no answer to a run.
+    if (runId.endsWith(ANNOUNCEMENT_SUFFIX)) return undefined;
     const row = this.sql
       .exec<{ result: string }>(`SELECT result FROM received WHERE run_id = ?`, runId)
       .toArray()[0];

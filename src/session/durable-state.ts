@@ -9,9 +9,10 @@
  *   run progress      queue.checkpoint              1  (produced messages as placeholders)
  *   run step          run_steps.message, context    1  (a transcript message)
  *   outcome           finished.outcome              1
- *   accepted answer   received.result               1
+ *   accepted answer   received.result               1  (an announcement's row is never read)
  *   deferred record   d1_pending.body               1
  *   context state     kv `ctx:<sessionId>`          1
+ *   delivery payload  outbox.payload                1  (delivery/schemas.ts)
  *
  * Pure: schemas and codecs only.
  */
@@ -185,6 +186,7 @@ const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
 });
 
 const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
+  kind: z.enum(["accepted", "started"]).optional(),
   entry: SessionRowSchema,
   run: z.looseObject({
     runId: str,

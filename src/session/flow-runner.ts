@@ -11,6 +11,7 @@ import { entryInitOf } from "../runs/entry-init";
 import type { EnqueueRequest, EntryInit, RunOutcome, SpawnMeta } from "../runs/types";
 import { boundedText, textOf } from "../transcript/message";
 import { transcriptPath } from "../views/session";
+import { ANNOUNCEMENT_SUFFIX } from "./actor-store";
 import { actorFor } from "./client";
 import { entryExpiry, newSessionRow } from "./entry";
 import { buildAnnouncement, type NextRun, nextExchangeStep, spawnAnnouncePrompt } from "./flows";
@@ -79,7 +80,7 @@ export async function continueFlows(
     });
     if (text !== undefined) {
       await actorFor(a.env, req.spawn.requesterKey).postAnnouncement(req.spawn.requesterKey, {
-        id: `${runId}:announcement`,
+        id: `${runId}${ANNOUNCEMENT_SUFFIX}`,
         text,
         sourceSessionKey: req.sessionKey,
         init: req.spawn.requesterInit,

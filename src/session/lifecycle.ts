@@ -8,7 +8,9 @@
  *   queued      admission stores the queue row             DO: queue row, `received`,   accept: written through, or
  *                                                          entry (one synchronous step) journaled (a connector's)
  *   started     the queue head is attempted                DO: checkpoint (running),     start: journaled (folded into
- *                                                          `starts` counted              its accept while that waits)
+ *                                                          `starts` counted              its accept while that waits;
+ *                                                                                        written through when
+ *                                                                                        session.writeBehind is off)
  *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  the step's messages, one batch
  *                                                          row, before its D1 write      carrying the journal
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -

@@ -34,6 +34,7 @@ import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";
 import { runIdPrefixOfKey } from "../keys/run-id";
+import { DurableDocumentError } from "../runs/durable";
 import type { TranscriptMessage } from "../transcript/message";
 import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import { closedAt } from "./entry";
@@ -122,12 +123,30 @@ export interface ActorRecords {
   flushLeftover(): Promise<void>;
 }
 
-/** A journal row's record. */
-function parsedRow(row: JournalRow): DeferredRecord {
-  return deferredRecordCodec.decode(row.body);
+/** A journal row's record, or why it cannot be read. */
+function readable(row: JournalRow): DeferredRecord | DurableDocumentError {
+  try {
+    return deferredRecordCodec.decode(row.body);
+  } catch (error) {
+    if (error instanceof DurableDocumentError) return error;
+    throw error;
+  }
 }
 
-/** drizzle wraps D1 errors (`Failed query: …`), so the constraint message is down the cause chain. */
+/** An unreadable journal row kept in `dead_records` as stored (under an id of its own). */
+function unreadableStatement(e: Env, row: JournalRow, error: Error): D1PreparedStatement {
+  console.error(`deferred record ${row.id} cannot be read; dead-lettered: ${error.message}`);
+  return insertDeadRecordStatement(e, {
+    runId: `unreadable:${crypto.randomUUID()}`,
+    sessionKey: "(unknown)",
+    error: error.message,
+    attempts: row.attempts,
+    body: row.body,
+    createdAt: Date.now(),
+  });
+}
+
+/** A wrapped D1 error (`Failed query: …`) has the constraint message down its cause chain. */
 function isUniqueViolation(error: unknown): boolean {
   for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
     if (/UNIQUE constraint failed/i.test(e.message)) return true;
@@ -159,8 +178,12 @@ function recordStatements(
         ]
       : [
           recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt),
-          // Insert only: applied late, it must never move a finished run back to running.
-          insertRunStatement(e, starting ? { ...run, status: "running" } : run),
+          // Applied late, neither moves a run that has ended back: the accept is insert only,
+          // and a start folded into it (perhaps into a later message merged into the run, whose
+          // row exists already) moves the run from queued to running only.
+          starting
+            ? startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt })
+            : insertRunStatement(e, run),
           ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
         ];
   if (entry === "write") statements.unshift(sessionStatement(e, a.entry));
@@ -194,14 +217,25 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
   let timer: ReturnType<typeof setTimeout> | undefined;
   let retryMs = RECORDS_DELAY_MS;
 
-  /** Journal rows, as statements: only the carried row with the newest entry writes it. */
+  /**
+   * Journal rows, as statements: only the carried row with the newest entry writes it. A row
+   * this version cannot read (written by a newer deploy, or damaged) is dead-lettered with its
+   * body as stored, so it never holds up the actor's other records.
+   */
   function journalStatements(e: Env, rows: readonly JournalRow[]): D1PreparedStatement[] {
-    const records = rows.map(parsedRow);
-    let newest = 0;
+    const records = rows.map(readable);
+    let newest = -1;
     records.forEach((r, i) => {
-      if (r.entry.updatedAt >= (records[newest]?.entry.updatedAt ?? 0)) newest = i;
+      if (r instanceof Error) return;
+      const best = newest >= 0 ? records[newest] : undefined;
+      if (!best || best instanceof Error || r.entry.updatedAt >= best.entry.updatedAt) newest = i;
     });
-    return records.flatMap((r, i) => recordStatements(e, r, i === newest ? "unless-newer" : "skip"));
+    return records.flatMap((r, i) => {
+      const row = rows[i] as JournalRow;
+      return r instanceof Error
+        ? [unreadableStatement(e, row, r)]
+        : recordStatements(e, r, i === newest ? "unless-newer" : "skip");
+    });
   }
 
   /**
@@ -214,23 +248,30 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
   async function write(statements: D1PreparedStatement[]): Promise<void> {
     while (carrying) await carrying.catch(() => {});
     const e = env();
-    const rows = journal.all().slice(0, CARRY_MAX);
-    const last = rows[rows.length - 1];
-    if (!last) return writeBatch(e, statements);
-    const done = writeBatch(e, [...journalStatements(e, rows), ...statements]).then(() => {
-      journal.clearThrough(last.id);
-      retryMs = RECORDS_DELAY_MS;
-    });
-    carrying = done;
-    try {
-      await done;
-      return;
-    } catch (error) {
-      console.error(`a batch carrying deferred records failed; writing them one by one: ${error}`);
-      carrying = isolate(e);
-      await carrying;
-    } finally {
-      carrying = undefined;
+    // The whole journal goes first, CARRY_MAX rows a batch, `statements` with the last: what
+    // they write (a reply) must land after what the journal holds (its run's input).
+    for (;;) {
+      const rows = journal.all().slice(0, CARRY_MAX);
+      const last = rows[rows.length - 1];
+      if (!last) return writeBatch(e, statements);
+      const more = journal.all().length > rows.length;
+      const done = writeBatch(e, [...journalStatements(e, rows), ...(more ? [] : statements)]).then(() => {
+        journal.clearThrough(last.id);
+        retryMs = RECORDS_DELAY_MS;
+      });
+      carrying = done;
+      try {
+        await done;
+        if (!more) return;
+        continue;
+      } catch (error) {
+        console.error(`a batch carrying deferred records failed; writing them one by one: ${error}`);
+        carrying = isolate(e);
+        await carrying;
+      } finally {
+        carrying = undefined;
+      }
+      break;
     }
     if (journal.all().length) schedule();
     await writeBatch(e, statements);
@@ -245,7 +286,11 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
    */
   async function isolate(e: Env): Promise<void> {
     for (const row of journal.all().slice(0, CARRY_MAX)) {
-      const statements = recordStatements(e, parsedRow(row), "unless-newer");
+      const record = readable(row);
+      const statements =
+        record instanceof Error
+          ? [unreadableStatement(e, row, record)]
+          : recordStatements(e, record, "unless-newer");
       const refused: string[] = [];
       try {
         await writeBatch(e, statements);
@@ -270,7 +315,11 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
 
   /** Keeps a row D1 keeps refusing in `dead_records`; false when D1 refuses that too. */
   async function deadLetter(e: Env, row: JournalRow, refused: string[], of: number): Promise<boolean> {
-    const accepted = parsedRow(row);
+    const record = readable(row);
+    const accepted =
+      record instanceof Error
+        ? { run: { runId: `unreadable:${row.id}` }, entry: { key: "(unknown)" } }
+        : record;
     const error = `${refused.length} of ${of} statements refused: ${refused.join("; ")}`;
     try {
       await writeBatch(e, [
@@ -350,12 +399,14 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
         // flight would clear the row without what was folded in).
         const last = carrying ? undefined : journal.all().at(-1);
         const waiting = last?.attempts === 0 ? last : undefined;
-        const accept = waiting && parsedRow(waiting);
+        const read = waiting && readable(waiting);
+        const accept = read instanceof Error ? undefined : read;
         if (waiting && accept?.kind !== "started" && accept?.run.runId === run.runId) {
           const starting = [...(accept.starting ?? []), ...messages];
+          const folded = { ...accept.run, status: "running", startedAt: started.startedAt };
           journal.replace(
             waiting.id,
-            deferredRecordCodec.encode({ ...accept, entry, run: { ...accept.run, ...started }, starting }),
+            deferredRecordCodec.encode({ ...accept, entry, run: folded, starting }),
           );
         } else {
           journal.add(

@@ -249,7 +249,7 @@ export class RunQueue {
 
   /**
    * Counts an execution of the run before it starts; returns the starts including this one.
-   * Attempts are made on the head (the alarm's), so its retry time is known after.
+   * Attempts are made on the head, so its retry time is known after.
    */
   beginAttempt(row: QueueRow): number {
     this.insertedHead = undefined;

@@ -148,6 +148,30 @@ describe("a deferred record D1 refuses forever", () => {
   });
 });
 
+describe("a deferred record this version cannot read", () => {
+  it("is dead-lettered as stored, and the actor's records go on", async () => {
+    const room = "journal-unreadable";
+    const key = `agent:main:telegram:group:${room}`;
+    const warm = await say(room, "warm up");
+    expect((await waitRun(warm.body.runId)).status).toBe("ok");
+    // A record a newer deploy left (a rollback followed), and one that is damaged.
+    const newer = JSON.stringify({ _v: 9, shape: "of the future" });
+    await runInDurableObject(actor(key), (_i, state) => {
+      state.storage.sql.exec(`INSERT INTO d1_pending (body) VALUES (?), (?)`, newer, "{not json");
+    });
+    await abortAllDurableObjects();
+
+    const next = await say(room, "still writing?");
+    expect((await waitRun(next.body.runId)).status).toBe("ok");
+    expect(await journalRows(key)).toBe(0);
+    const listed = await rpc<{ records: DeadRecord[] }>("records.dead", { limit: 200 });
+    const bodies = listed.payload.records.filter((r) => r.runId.startsWith("unreadable:")).map((r) => r.body);
+    expect(bodies).toEqual(expect.arrayContaining([newer, "{not json"]));
+    const history = await rpc<{ messages: Array<{ role: string }> }>("chat.history", { sessionKey: key });
+    expect(history.payload.messages.map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant"]);
+  });
+});
+
 describe("after a restart", () => {
   it("admits nothing before the records the previous instance left are written", async () => {
     connector = fakeConnector();

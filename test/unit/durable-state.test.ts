@@ -7,30 +7,38 @@ const init = { agentId: "main", kind: "group", chatType: "group" as const, chann
 const entry = newSessionRow("agent:main:telegram:group:g1", init, 1_700_000_000_000, "s-1");
 
 describe("durable documents", () => {
-  it("round-trips a document through its versioned envelope", () => {
+  it("round-trips a document, its version kept in a reserved key", () => {
     const raw = entryCodec.encode(entry);
-    expect(JSON.parse(raw)).toMatchObject({ v: 1, d: { key: entry.key } });
+    expect(JSON.parse(raw)).toEqual({ _v: 1, ...entry });
     expect(entryCodec.decode(raw)).toEqual(entry);
   });
 
-  it("reads a document written before versions existed (bare JSON) as version 0", () => {
+  it("reads a document written before versions existed (no version key) as version 0", () => {
     expect(entryCodec.decode(JSON.stringify(entry))).toEqual(entry);
+    // An entry saved before later columns existed gets their defaults.
+    const { expiredAt: _e, expiresAt: _x, compactionCount: _c, ...older } = entry;
+    expect(entryCodec.decode(JSON.stringify(older))).toEqual({
+      ...entry,
+      expiredAt: null,
+      expiresAt: null,
+      compactionCount: 0,
+    });
   });
 
   it("refuses a document written by a newer deploy, naming both versions", () => {
-    const raw = JSON.stringify({ v: 2, d: entry });
-    expect(() => entryCodec.decode(raw)).toThrow(DurableDocumentError);
+    const raw = JSON.stringify({ _v: 2, ...entry });
+    expect(() => entryCodec.decode(raw)).toThrow(expect.objectContaining({ newer: true }));
     expect(() => entryCodec.decode(raw)).toThrow(
       "stored session entry is version 2, written by a newer deploy; this one reads up to version 1",
     );
   });
 
   it("refuses a document that does not match its schema, naming the field", () => {
-    const raw = JSON.stringify({ v: 1, d: { ...entry, inputTokens: "12" } });
+    const raw = JSON.stringify({ _v: 1, ...entry, inputTokens: "12" });
     expect(() => entryCodec.decode(raw)).toThrow(
       /stored session entry \(version 1\) is invalid at inputTokens/,
     );
-    const spec = JSON.stringify({ v: 1, d: { sessionId: "s", req: { runId: "r" } } });
+    const spec = JSON.stringify({ _v: 1, sessionId: "s", req: { runId: "r" } });
     expect(() => queuedRunCodec.decode(spec)).toThrow(/stored queued run \(version 1\) is invalid at req\./);
     expect(() => progressCodec.decode(`{"startedAt": 1, "loop": {`)).toThrow(
       "stored run progress is not JSON",
@@ -38,7 +46,7 @@ describe("durable documents", () => {
   });
 
   it("keeps fields a newer deploy added within the same version", () => {
-    const raw = JSON.stringify({ v: 1, d: { ...entry, addedLater: true } });
+    const raw = JSON.stringify({ _v: 1, ...entry, addedLater: true });
     expect(entryCodec.decode(raw)).toMatchObject({ addedLater: true });
   });
 
@@ -48,6 +56,6 @@ describe("durable documents", () => {
     const a = decode(raw);
     a.label = "changed by a reader";
     expect(decode(raw).label).toBe(entry.label);
-    expect(() => decode(JSON.stringify({ v: 3, d: entry }))).toThrow(DurableDocumentError);
+    expect(() => decode(JSON.stringify({ _v: 3, ...entry }))).toThrow(DurableDocumentError);
   });
 });

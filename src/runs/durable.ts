@@ -28,6 +28,8 @@ export class DurableDocumentError extends Error {
 
 /** The key a document's version is kept under. */
 const VERSION_KEY = "_v";
+/** Documents each codec remembers as checked (see `durableCodec`). */
+const KNOWN_MAX = 512;
 
 export interface DurableCodec<T> {
   readonly name: string;
@@ -47,11 +49,26 @@ export function durableCodec<T extends object>(
   schema: z.ZodType<T>,
   upgrade?: (value: unknown, from: number) => unknown,
 ): DurableCodec<T> {
+  // Documents of the current version this isolate wrote or has checked already: read again
+  // (the entry on every call, a context message every turn) they are only parsed. Bounded.
+  const known = new Set<string>();
+  const remember = (raw: string) => {
+    if (known.size >= KNOWN_MAX) known.delete(known.values().next().value as string);
+    known.add(raw);
+  };
   return {
     name,
     version,
-    encode: (value) => JSON.stringify({ [VERSION_KEY]: version, ...value }),
+    encode(value) {
+      const raw = JSON.stringify({ [VERSION_KEY]: version, ...value });
+      remember(raw);
+      return raw;
+    },
     decode(raw) {
+      if (known.has(raw)) {
+        const { [VERSION_KEY]: _stamp, ...body } = JSON.parse(raw) as Record<string, unknown>;
+        return body as T;
+      }
       let parsed: unknown;
       try {
         parsed = JSON.parse(raw);
@@ -77,19 +94,10 @@ export function durableCodec<T extends object>(
           `stored ${name} (version ${from}) is invalid at ${at}: ${issue?.message}`,
         );
       }
+      // Only a current document reads the same parsed as checked (an older one may be upgraded
+      // or take defaults).
+      if (from === version) remember(raw);
       return result.data;
     },
-  };
-}
-
-/**
- * Keeps the last document decoded from an unchanged string: a value read on every call (the
- * entry) is checked once per write, not once per read. Each read still gets its own copy.
- */
-export function cachedDecode<T extends object>(codec: DurableCodec<T>): (raw: string) => T {
-  let last: { raw: string; value: T } | undefined;
-  return (raw) => {
-    if (raw !== last?.raw) last = { raw, value: codec.decode(raw) };
-    return structuredClone(last.value);
   };
 }

@@ -8,7 +8,6 @@
  */
 import type { SessionRow } from "../db/queries";
 import { DeliveryOutbox } from "../delivery/outbox";
-import { cachedDecode } from "../runs/durable";
 import type { Accepted } from "../runs/schemas";
 import type { RunOutcome } from "../runs/types";
 import { ContextStore } from "./context-store";
@@ -28,7 +27,6 @@ export const ANNOUNCEMENT_SUFFIX = ":announcement";
 
 export class ActorStore {
   private readonly kvCache = new Map<string, string | null>();
-  private readonly decodeEntry = cachedDecode(entryCodec);
 
   constructor(readonly sql: SqlStorage) {
     // Versioned, idempotent DDL run on every wake.
@@ -74,7 +72,7 @@ export class ActorStore {
 
   entry(): SessionRow | undefined {
     const raw = this.kvGet("entry");
-    return raw ? this.decodeEntry(raw) : undefined;
+    return raw ? entryCodec.decode(raw) : undefined;
   }
 
   saveEntry(entry: SessionRow | undefined): void {

@@ -4,6 +4,7 @@
  */
 import type { SessionRow } from "../db/queries";
 import type { ActorError } from "../runs/types";
+import type { ActorStore } from "./actor-store";
 import { entryExpiry, resetEntry } from "./entry";
 import type { ActorParts } from "./ports";
 import type { ActorRecords } from "./records";
@@ -12,7 +13,8 @@ export type EntryPatch = Partial<
   Pick<SessionRow, "label" | "modelOverride" | "thinkingLevel" | "verboseLevel" | "sendPolicy">
 >;
 
-type EntryPort = Pick<ActorParts, "config" | "store"> & {
+type EntryPort = Pick<ActorParts, "config"> & {
+  readonly store: Pick<ActorStore, "entry" | "saveEntry">;
   readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted">;
 };
 

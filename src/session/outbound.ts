@@ -5,7 +5,7 @@
  */
 import type { DeliveryContext, SessionRow } from "../db/queries";
 import type { DeliveryKind, DeliveryPayload } from "../delivery/deliver";
-import { deliveryRow } from "../delivery/outbox";
+import { type DeliveryOutbox, deliveryRow } from "../delivery/outbox";
 import type { EnqueueRequest, RunOutcome } from "../runs/types";
 import { type TranscriptMessage, textOf } from "../transcript/message";
 import { announceReply } from "./flows";
@@ -108,7 +108,10 @@ export async function queueDelivery(
  * `delivery.maxAttempts` attempts. Idempotent: a delivery still owed here is left alone.
  */
 export async function requeueDelivery(
-  a: OutboundPort & Pick<ActorParts, "live"> & { readonly records: Pick<ActorRecords, "deliveryRequeued"> },
+  a: Pick<ActorParts, "live" | "scheduleAlarm"> & {
+    readonly outbox: Pick<DeliveryOutbox, "owes" | "add" | "dispatch">;
+    readonly records: Pick<ActorRecords, "deliveryRequeued">;
+  },
   payload: DeliveryPayload,
 ): Promise<{ requeued: boolean }> {
   if (a.outbox.owes(payload.deliveryId)) return { requeued: false };

@@ -43,45 +43,67 @@ export interface ActorParts {
 }
 
 type Records<K extends keyof ActorRecords> = { readonly records: Pick<ActorRecords, K> };
+type Store<K extends keyof ActorStore> = { readonly store: Pick<ActorStore, K> };
+type Queue<K extends keyof RunQueue> = { readonly queue: Pick<RunQueue, K> };
+type Outbox<K extends keyof DeliveryOutbox> = { readonly outbox: Pick<DeliveryOutbox, K> };
+type Context<K extends keyof ContextStore> = { readonly context: Pick<ContextStore, K> };
 
 /** Deliveries posted now or queued (outbound.ts). */
-export type OutboundPort = Pick<ActorParts, "outbox" | "scheduleAlarm"> &
+export type OutboundPort = Pick<ActorParts, "scheduleAlarm"> &
+  Outbox<"payload" | "add" | "attemptWithin"> &
   Records<"deliveryQueued" | "deliveryAttempted">;
 
-/** Admission of a run (admission.ts): the entry, the queue and the accept's records. */
-export type AdmissionPort = Pick<ActorParts, "config" | "store" | "queue" | "live" | "scheduleAlarm"> &
+/** Admission of a run (admission.ts): dedupe, the entry, the queue and the accept's records. */
+export type AdmissionPort = Pick<ActorParts, "config" | "live" | "scheduleAlarm"> &
+  Store<"accepted" | "entry" | "saveEntry" | "recordAccepted"> &
+  Queue<"summary" | "insert" | "updateSpec"> &
   Records<"runAccepted">;
 
 /** The turn context a report or a turn reads (context-report.ts). */
-export type ContextPort = Pick<ActorParts, "config" | "context"> & Records<"turnContext">;
+export type ContextPort = Pick<ActorParts, "config"> &
+  Context<"ready" | "hydrate" | "load"> &
+  Records<"turnContext">;
 
 /** Compaction and the memory-flush turn (compactor.ts). */
-export type CompactionPort = Pick<ActorParts, "store" | "context"> &
+export type CompactionPort = Store<"entry" | "saveEntry"> &
+  Context<"compacted" | "load"> &
   Records<"messagesAppended" | "runStarted" | "runsEnded">;
 
 /** Flow hand-offs and announcements (flow-runner.ts). */
 export type FlowPort = OutboundPort &
-  Pick<ActorParts, "env" | "config" | "store" | "enqueue"> &
+  Pick<ActorParts, "env" | "config" | "enqueue"> &
+  Store<"announced" | "recordAnnounced" | "entry" | "saveEntry" | "markHistory"> &
   Records<"messagesAppended" | "sessionStarted">;
 
 /** A run's turn: model, tools, compaction, notices (executor.ts). */
-export type TurnPort = Pick<
-  ActorParts,
-  "env" | "config" | "store" | "context" | "live" | "outbox" | "scheduleAlarm"
-> &
-  Records<
-    "turnContext" | "messagesAppended" | "runStarted" | "runsEnded" | "deliveryQueued" | "deliveryAttempted"
-  >;
+export type TurnPort = OutboundPort &
+  ContextPort &
+  CompactionPort &
+  Pick<ActorParts, "env" | "config" | "live"> &
+  Store<"entry" | "saveEntry">;
 
 /** The run lifecycle (lifecycle.ts): the queue head from its start to leaving the queue. */
 export type LifecyclePort = TurnPort &
   FlowPort &
-  Pick<ActorParts, "queue" | "waiters" | "remove"> &
-  Records<"runFinished" | "runsEnded">;
+  Pick<ActorParts, "waiters" | "remove"> &
+  Store<"entry" | "saveEntry" | "markHistory" | "recordFinished"> &
+  Queue<
+    | "beginAttempt"
+    | "attemptFailed"
+    | "start"
+    | "progress"
+    | "saveProgress"
+    | "othersWaiting"
+    | "rows"
+    | "remove"
+  > &
+  Outbox<"payload" | "addAndAttempt"> &
+  Records<"runStarted" | "runFinished" | "runsEnded">;
 
-/** Chat commands (commands.ts). */
+/** Chat commands (commands.ts): they admit (`/compact`), post notices and read the context. */
 export type CommandPort = AdmissionPort &
   OutboundPort &
   ContextPort &
   Pick<ActorParts, "env" | "abort"> &
+  Queue<"rows"> &
   Records<"entryPatched" | "sessionStarted" | "spawnedChildren">;

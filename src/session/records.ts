@@ -17,27 +17,28 @@ import { appendMessageStatements, turnContextRows } from "../db/messages";
 import {
   deleteSessionRows,
   insertDeliveryStatement,
-  insertRunStatement,
   listSessions,
   recordDeliveryStatement,
-  recordInboundStatement,
   recordTranscriptStatement,
   type SessionRow,
   startRunStatement,
   updateRunStatement,
-  upsertSessionStatement,
-  upsertSessionUnlessNewerStatement,
   writeBatch,
 } from "../db/queries";
-import { bindSessionKey, insertDeadRecordStatement, startQueuedRunStatement } from "../db/run-records";
+import { bindSessionKey, insertDeadRecordStatement } from "../db/run-records";
 import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";
 import { runIdPrefixOfKey } from "../keys/run-id";
-import { DurableDocumentError } from "../runs/durable";
 import type { TranscriptMessage } from "../transcript/message";
 import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
-import { closedAt } from "./entry";
+import {
+  isUniqueViolation,
+  readable,
+  recordStatements,
+  sessionStatement,
+  unreadableStatement,
+} from "./record-statements";
 import type { JournalRow, RecordsJournal } from "./records-journal";
 
 /** The longest a deferred record waits for another write to carry it before it is written alone. */
@@ -121,89 +122,6 @@ export interface ActorRecords {
    * deferred records ride on its next write or their timer). Once per instance.
    */
   flushLeftover(): Promise<void>;
-}
-
-/** A journal row's record, or why it cannot be read. */
-function readable(row: JournalRow): DeferredRecord | DurableDocumentError {
-  try {
-    return deferredRecordCodec.decode(row.body);
-  } catch (error) {
-    if (error instanceof DurableDocumentError) return error;
-    throw error;
-  }
-}
-
-/** An unreadable journal row kept in `dead_records` as stored (under an id of its own). */
-function unreadableStatement(e: Env, row: JournalRow, error: Error): D1PreparedStatement {
-  console.error(`deferred record ${row.id} cannot be read; dead-lettered: ${error.message}`);
-  return insertDeadRecordStatement(e, {
-    runId: `unreadable:${crypto.randomUUID()}`,
-    sessionKey: "(unknown)",
-    error: error.message,
-    attempts: row.attempts,
-    body: row.body,
-    createdAt: Date.now(),
-  });
-}
-
-/** A wrapped D1 error (`Failed query: …`) has the constraint message down its cause chain. */
-function isUniqueViolation(error: unknown): boolean {
-  for (let e: unknown = error, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
-    if (/UNIQUE constraint failed/i.test(e.message)) return true;
-  }
-  return false;
-}
-
-/** The entry as its D1 row: closed (`expiredAt`) once its expiry has passed, as the sweep writes it. */
-function sessionStatement(e: Env, entry: SessionRow): D1PreparedStatement {
-  return upsertSessionStatement(e, { ...entry, expiredAt: closedAt(entry, Date.now()) });
-}
-
-/**
- * The statements of a run's records. `entry: "unless-newer"` for a journal row: landing after
- * a later write, it must not move the entry back.
- */
-function recordStatements(
-  e: Env,
-  a: DeferredRecord,
-  entry: "write" | "unless-newer" | "skip",
-): D1PreparedStatement[] {
-  const { run, starting, inbound } = a;
-  const statements =
-    a.kind === "started"
-      ? [
-          // Applied late, it never moves a run that has ended back to running.
-          startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt }),
-          ...appendMessageStatements(e, run.sessionId, starting ?? []),
-        ]
-      : [
-          recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt),
-          // Applied late, neither moves a run that has ended back: the accept is insert only,
-          // and a start folded into it (perhaps into a later message merged into the run, whose
-          // row exists already) moves the run from queued to running only.
-          starting
-            ? startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt })
-            : insertRunStatement(e, run),
-          ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
-        ];
-  if (entry === "write") statements.unshift(sessionStatement(e, a.entry));
-  if (entry === "unless-newer")
-    statements.unshift(
-      upsertSessionUnlessNewerStatement(e, { ...a.entry, expiredAt: closedAt(a.entry, Date.now()) }),
-    );
-  if (inbound && a.kind !== "started") {
-    statements.push(
-      recordInboundStatement(e, {
-        ...inbound,
-        sessionKey: a.entry.key,
-        sessionId: run.sessionId,
-        runId: run.runId,
-        status: "queued",
-        createdAt: run.createdAt,
-      }),
-    );
-  }
-  return statements;
 }
 
 /**

@@ -91,46 +91,27 @@ export function world() {
       () => w.epoch === born,
     );
     const call = sent.at(-1)?.role === "user" ? w.callTool?.(sent.at(-1)?.text ?? "") : undefined;
-    if (call) {
-      return Response.json({
-        id: `cmpl-${w.requests.length}`,
-        object: "chat.completion",
-        created: Math.floor(Date.now() / 1000),
-        model: "m",
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: "assistant",
-              content: null,
-              tool_calls: [
-                {
-                  id: `call_${w.requests.length}`,
-                  type: "function",
-                  function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) },
-                },
-              ],
-            },
-            finish_reason: "tool_calls",
-          },
-        ],
-        usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
-      });
-    }
     const lastAssistant = sent.map((m) => m.role).lastIndexOf("assistant");
     const users = sent.slice(lastAssistant + 1).filter((m) => m.role === "user");
+    const message = call
+      ? {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            {
+              id: `call_${w.requests.length}`,
+              type: "function",
+              function: { name: call.name, arguments: JSON.stringify(call.args ?? {}) },
+            },
+          ],
+        }
+      : { role: "assistant", content: `re: ${users.map((u) => u.text).join(" | ")}` };
     return Response.json({
       id: `cmpl-${w.requests.length}`,
       object: "chat.completion",
       created: Math.floor(Date.now() / 1000),
       model: "m",
-      choices: [
-        {
-          index: 0,
-          message: { role: "assistant", content: `re: ${users.map((u) => u.text).join(" | ")}` },
-          finish_reason: "stop",
-        },
-      ],
+      choices: [{ index: 0, message, finish_reason: call ? "tool_calls" : "stop" }],
       usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
     });
   });

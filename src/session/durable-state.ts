@@ -105,6 +105,8 @@ export interface DeferredRecord {
   run: typeof runs.$inferInsert;
   starting?: TranscriptMessage[];
   inbound?: { channel: string; accountId: string; messageId: string };
+  /** False when the transcript's row is known to exist (absent in rows of earlier versions: written). */
+  newTranscript?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -201,6 +203,7 @@ const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
   }) as unknown as z.ZodType<DeferredRecord["run"]>,
   starting: z.array(TranscriptMessageSchema).optional(),
   inbound: z.looseObject({ channel: str, accountId: str, messageId: str }).optional(),
+  newTranscript: z.boolean().optional(),
 });
 
 export const entryCodec = durableCodec("session entry", 1, SessionRowSchema);

@@ -55,7 +55,7 @@ export type OutboundPort = Pick<ActorParts, "scheduleAlarm"> &
 
 /** Admission of a run (admission.ts): dedupe, the entry, the queue and the accept's records. */
 export type AdmissionPort = Pick<ActorParts, "config" | "live" | "scheduleAlarm"> &
-  Store<"accepted" | "entry" | "saveEntry" | "recordAccepted"> &
+  Store<"accepted" | "entry" | "saveEntry" | "recordAccepted" | "hasHistory"> &
   Queue<"summary" | "insert" | "updateSpec"> &
   Records<"runAccepted">;
 

@@ -73,7 +73,9 @@ export function recordStatements(
           ...appendMessageStatements(e, run.sessionId, starting ?? []),
         ]
       : [
-          recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt),
+          ...(a.newTranscript === false
+            ? []
+            : [recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt)]),
           // Applied late, neither moves a run that has ended back: the accept is insert only,
           // and a start folded into it (perhaps into a later message merged into the run, whose
           // row exists already) moves the run from queued to running only.

@@ -136,15 +136,18 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
   let retryMs = RECORDS_DELAY_MS;
 
   /**
-   * Journal rows, as statements: only the carried row with the newest entry writes it. A row
+   * Journal rows, as statements: only the carried row with the newest entry writes it, and
+   * none when the statements carried with them write the entry (`entryLater`). A row
    * this version cannot read (written by a newer deploy, or damaged) is dead-lettered with its
    * body as stored, so it never holds up the actor's other records.
    */
-  function journalStatements(e: Env, rows: readonly JournalRow[]): D1PreparedStatement[] {
+  function journalStatements(e: Env, rows: readonly JournalRow[], entryLater = false): D1PreparedStatement[] {
     const records = rows.map(readable);
-    let newest = -1;
+    // The statements after them write the actor's current entry: no row needs to.
+    let newest = entryLater ? rows.length : -1;
     records.forEach((r, i) => {
       if (r instanceof Error) return;
+      if (entryLater) return;
       const best = newest >= 0 ? records[newest] : undefined;
       if (!best || best instanceof Error || r.entry.updatedAt >= best.entry.updatedAt) newest = i;
     });
@@ -163,7 +166,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
    * `statements`, so a row D1 refuses never holds up the actor's other records (it stays in
    * the journal, and the timer tries it again).
    */
-  async function write(statements: D1PreparedStatement[]): Promise<void> {
+  async function write(statements: D1PreparedStatement[], writesEntry = false): Promise<void> {
     while (carrying) await carrying.catch(() => {});
     const e = env();
     // The whole journal goes first, CARRY_MAX rows a batch, `statements` with the last: what
@@ -173,7 +176,10 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
       const last = rows[rows.length - 1];
       if (!last) return writeBatch(e, statements);
       const more = journal.all().length > rows.length;
-      const done = writeBatch(e, [...journalStatements(e, rows), ...(more ? [] : statements)]).then(() => {
+      const carried = more
+        ? journalStatements(e, rows)
+        : [...journalStatements(e, rows, writesEntry), ...statements];
+      const done = writeBatch(e, carried).then(() => {
         journal.clearThrough(last.id);
         retryMs = RECORDS_DELAY_MS;
       });
@@ -335,11 +341,14 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
         return;
       }
       const e = env();
-      await write([
-        startRunStatement(e, run),
-        ...(entry ? [sessionStatement(e, { ...entry, runStatus: "running" })] : []),
-        ...appendMessageStatements(e, run.sessionId, messages),
-      ]);
+      await write(
+        [
+          startRunStatement(e, run),
+          ...(entry ? [sessionStatement(e, { ...entry, runStatus: "running" })] : []),
+          ...appendMessageStatements(e, run.sessionId, messages),
+        ],
+        !!entry,
+      );
     },
 
     async messagesAppended(sessionId, messages) {
@@ -348,12 +357,15 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
 
     async runFinished({ runId, sessionId, messages, delivery, end, entry }) {
       const e = env();
-      await write([
-        ...appendMessageStatements(e, sessionId, messages),
-        ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
-        updateRunStatement(e, runId, end),
-        ...(entry ? [sessionStatement(e, entry)] : []),
-      ]);
+      await write(
+        [
+          ...appendMessageStatements(e, sessionId, messages),
+          ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
+          updateRunStatement(e, runId, end),
+          ...(entry ? [sessionStatement(e, entry)] : []),
+        ],
+        !!entry,
+      );
     },
 
     async runsEnded(runIds, end) {
@@ -364,13 +376,16 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
 
     async sessionStarted(entry, at) {
       const e = env();
-      await write([sessionStatement(e, entry), recordTranscriptStatement(e, entry.sessionId, entry.key, at)]);
+      await write(
+        [sessionStatement(e, entry), recordTranscriptStatement(e, entry.sessionId, entry.key, at)],
+        true,
+      );
     },
 
     async entryPatched(entry) {
       const e = env();
       try {
-        await write([sessionStatement(e, entry)]);
+        await write([sessionStatement(e, entry)], true);
         return "ok";
       } catch (error) {
         if (isUniqueViolation(error)) return "label-taken";

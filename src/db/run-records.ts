@@ -94,3 +94,36 @@ export function startQueuedRunStatement(
     run.idempotencyKey ?? null,
   );
 }
+
+/**
+ * A run's whole record as it ended, written once (its accept and start folded in, see
+ * session/records.ts): created ended when no row exists, or its end set on the row there is.
+ * The end is final, so a late write of it is as right as an early one. One statement.
+ */
+export function endedRunStatement(env: Env, run: typeof schema.runs.$inferInsert): D1PreparedStatement {
+  return env.DB.prepare(
+    `insert into "runs" ("run_id", "session_key", "session_id", "trigger", "status", "created_at", "started_at",
+       "ended_at", "error", "reply", "usage", "model", "deliver", "delivered", "idempotency_key")
+     values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+     on conflict ("run_id") do update set "status" = excluded."status",
+       "started_at" = coalesce(excluded."started_at", "runs"."started_at"), "ended_at" = excluded."ended_at",
+       "error" = excluded."error", "reply" = excluded."reply", "usage" = excluded."usage",
+       "model" = excluded."model", "delivered" = excluded."delivered"`,
+  ).bind(
+    run.runId,
+    run.sessionKey,
+    run.sessionId,
+    run.trigger,
+    run.status,
+    run.createdAt,
+    run.startedAt ?? null,
+    run.endedAt ?? null,
+    run.error ?? null,
+    run.reply ?? null,
+    run.usage === undefined || run.usage === null ? null : JSON.stringify(run.usage),
+    run.model ?? null,
+    run.deliver ? 1 : 0,
+    run.delivered === undefined || run.delivered === null ? null : run.delivered ? 1 : 0,
+    run.idempotencyKey ?? null,
+  );
+}

@@ -13,8 +13,9 @@ import {
   upsertSessionStatement,
   upsertSessionUnlessNewerStatement,
 } from "../db/queries";
-import { insertDeadRecordStatement, startQueuedRunStatement } from "../db/run-records";
+import { endedRunStatement, insertDeadRecordStatement, startQueuedRunStatement } from "../db/run-records";
 import { DurableDocumentError } from "../runs/durable";
+import { TERMINAL } from "../runs/types";
 import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import { closedAt } from "./entry";
 import type { JournalRow } from "./records-journal";
@@ -65,11 +66,16 @@ export function recordStatements(
   entry: "write" | "unless-newer" | "skip",
 ): D1PreparedStatement[] {
   const { run, starting, inbound } = a;
+  // A run whose end was folded in too is written once, as it ended.
+  const ended = TERMINAL.has(run.status);
+  const runStatement = ended
+    ? endedRunStatement(e, run)
+    : startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt });
   const statements =
     a.kind === "started"
       ? [
           // Applied late, it never moves a run that has ended back to running.
-          startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt }),
+          runStatement,
           ...appendMessageStatements(e, run.sessionId, starting ?? []),
         ]
       : [
@@ -79,9 +85,7 @@ export function recordStatements(
           // Applied late, neither moves a run that has ended back: the accept is insert only,
           // and a start folded into it (perhaps into a later message merged into the run, whose
           // row exists already) moves the run from queued to running only.
-          starting
-            ? startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt })
-            : insertRunStatement(e, run),
+          starting || ended ? runStatement : insertRunStatement(e, run),
           ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
         ];
   if (entry === "write") statements.unshift(sessionStatement(e, a.entry));

@@ -30,6 +30,7 @@ import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";
 import { runIdPrefixOfKey } from "../keys/run-id";
+import { TERMINAL } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
 import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import {
@@ -291,6 +292,28 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     schedule();
   }
 
+  /**
+   * The journal's newest row, when it holds `runId`'s records and no write is carrying it (a
+   * write in flight would clear the row without what is folded in): a run's start or end is
+   * folded into it.
+   */
+  function waitingRecordOf(runId: string): { row: JournalRow; record: DeferredRecord } | undefined {
+    const last = carrying ? undefined : journal.all().at(-1);
+    if (last?.attempts !== 0) return undefined;
+    const record = readable(last);
+    if (record instanceof Error || record.run.runId !== runId) return undefined;
+    return { row: last, record };
+  }
+
+  /** Folds a run's end into its waiting records; whether it did. */
+  function foldEnd(runId: string, end: RunEnd): boolean {
+    const waiting = waitingRecordOf(runId);
+    if (!waiting || end.status === undefined) return false;
+    const { row, record } = waiting;
+    journal.replace(row.id, deferredRecordCodec.encode({ ...record, run: { ...record.run, ...end } }));
+    return true;
+  }
+
   let leftover: Promise<void> | undefined;
 
   return {
@@ -319,17 +342,14 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     async runStarted({ run, entry, messages, behind }) {
       const started = { ...run, status: "running" };
       if (behind && entry) {
-        // Folded into its accept while that still waits and no write is carrying it (a write in
-        // flight would clear the row without what was folded in).
-        const last = carrying ? undefined : journal.all().at(-1);
-        const waiting = last?.attempts === 0 ? last : undefined;
-        const read = waiting && readable(waiting);
-        const accept = read instanceof Error ? undefined : read;
-        if (waiting && accept?.kind !== "started" && accept?.run.runId === run.runId) {
+        // Folded into its accept while that still waits (see `waitingRecordOf`).
+        const waiting = waitingRecordOf(run.runId);
+        const accept = waiting?.record;
+        if (waiting && accept && accept.kind !== "started" && !TERMINAL.has(accept.run.status)) {
           const starting = [...(accept.starting ?? []), ...messages];
           const folded = { ...accept.run, status: "running", startedAt: started.startedAt };
           journal.replace(
-            waiting.id,
+            waiting.row.id,
             deferredRecordCodec.encode({ ...accept, entry, run: folded, starting }),
           );
         } else {
@@ -357,11 +377,14 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
 
     async runFinished({ runId, sessionId, messages, delivery, end, entry }) {
       const e = env();
+      // A run whose records still wait in the journal (a quick one) has its end folded into
+      // them: its row is written once, as it ended.
+      const folded = foldEnd(runId, end);
       await write(
         [
           ...appendMessageStatements(e, sessionId, messages),
           ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
-          updateRunStatement(e, runId, end),
+          ...(folded ? [] : [updateRunStatement(e, runId, end)]),
           ...(entry ? [sessionStatement(e, entry)] : []),
         ],
         !!entry,

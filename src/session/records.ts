@@ -59,6 +59,13 @@ export type RunRecord = typeof runs.$inferInsert;
 export type RunEnd = Partial<Omit<RunRecord, "runId">>;
 export type DeliveryRecord = typeof deliveries.$inferInsert;
 
+/** A run's end being written: carried with its deferred records when they are, else `update`. */
+interface RunEnding {
+  runId: string;
+  end: RunEnd;
+  update: D1PreparedStatement;
+}
+
 export interface ActorRecords {
   /**
    * An actor learned its key: the key's run-id prefix is registered (keys/run-id.ts) and the
@@ -142,8 +149,22 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
    * this version cannot read (written by a newer deploy, or damaged) is dead-lettered with its
    * body as stored, so it never holds up the actor's other records.
    */
-  function journalStatements(e: Env, rows: readonly JournalRow[], entryLater = false): D1PreparedStatement[] {
+  function journalStatements(
+    e: Env,
+    rows: readonly JournalRow[],
+    entryLater = false,
+    ending?: RunEnding,
+  ): { statements: D1PreparedStatement[]; ended: boolean } {
     const records = rows.map(readable);
+    // A run whose records are carried here is written once, as it ended (see `runFinished`).
+    const endsAt = ending
+      ? records.findLastIndex((r) => !(r instanceof Error) && r.run.runId === ending.runId)
+      : -1;
+    const ended = endsAt >= 0 && !TERMINAL.has((records[endsAt] as DeferredRecord).run.status);
+    if (ended && ending) {
+      const r = records[endsAt] as DeferredRecord;
+      records[endsAt] = { ...r, run: { ...r.run, ...ending.end } };
+    }
     // The statements after them write the actor's current entry: no row needs to.
     let newest = entryLater ? rows.length : -1;
     records.forEach((r, i) => {
@@ -152,12 +173,13 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
       const best = newest >= 0 ? records[newest] : undefined;
       if (!best || best instanceof Error || r.entry.updatedAt >= best.entry.updatedAt) newest = i;
     });
-    return records.flatMap((r, i) => {
+    const statements = records.flatMap((r, i) => {
       const row = rows[i] as JournalRow;
       return r instanceof Error
         ? [unreadableStatement(e, row, r)]
         : recordStatements(e, r, i === newest ? "unless-newer" : "skip");
     });
+    return { statements, ended };
   }
 
   /**
@@ -167,19 +189,29 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
    * `statements`, so a row D1 refuses never holds up the actor's other records (it stays in
    * the journal, and the timer tries it again).
    */
-  async function write(statements: D1PreparedStatement[], writesEntry = false): Promise<void> {
+  async function write(
+    statements: D1PreparedStatement[],
+    writesEntry = false,
+    ending?: RunEnding,
+  ): Promise<void> {
     while (carrying) await carrying.catch(() => {});
     const e = env();
+    // `statements` and the run's end, unless the end rides on the run's carried records.
+    const alone = ending ? [...statements, ending.update] : statements;
     // The whole journal goes first, CARRY_MAX rows a batch, `statements` with the last: what
     // they write (a reply) must land after what the journal holds (its run's input).
     for (;;) {
       const rows = journal.all().slice(0, CARRY_MAX);
       const last = rows[rows.length - 1];
-      if (!last) return writeBatch(e, statements);
+      if (!last) return writeBatch(e, alone);
       const more = journal.all().length > rows.length;
-      const carried = more
-        ? journalStatements(e, rows)
-        : [...journalStatements(e, rows, writesEntry), ...statements];
+      let carried: D1PreparedStatement[];
+      if (more) {
+        carried = journalStatements(e, rows).statements;
+      } else {
+        const journaled = journalStatements(e, rows, writesEntry, ending);
+        carried = [...journaled.statements, ...(journaled.ended ? statements : alone)];
+      }
       const done = writeBatch(e, carried).then(() => {
         journal.clearThrough(last.id);
         retryMs = RECORDS_DELAY_MS;
@@ -199,7 +231,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
       break;
     }
     if (journal.all().length) schedule();
-    await writeBatch(e, statements);
+    await writeBatch(e, alone);
   }
 
   /**
@@ -305,15 +337,6 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     return { row: last, record };
   }
 
-  /** Folds a run's end into its waiting records; whether it did. */
-  function foldEnd(runId: string, end: RunEnd): boolean {
-    const waiting = waitingRecordOf(runId);
-    if (!waiting || end.status === undefined) return false;
-    const { row, record } = waiting;
-    journal.replace(row.id, deferredRecordCodec.encode({ ...record, run: { ...record.run, ...end } }));
-    return true;
-  }
-
   let leftover: Promise<void> | undefined;
 
   return {
@@ -377,17 +400,17 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
 
     async runFinished({ runId, sessionId, messages, delivery, end, entry }) {
       const e = env();
-      // A run whose records still wait in the journal (a quick one) has its end folded into
-      // them: its row is written once, as it ended.
-      const folded = foldEnd(runId, end);
+      // A run whose records are still in the journal (a quick one) has its end written with
+      // them: its row is written once, as it ended. Not stored: a finalize that did not reach
+      // D1 is made again.
       await write(
         [
           ...appendMessageStatements(e, sessionId, messages),
           ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
-          ...(folded ? [] : [updateRunStatement(e, runId, end)]),
           ...(entry ? [sessionStatement(e, entry)] : []),
         ],
         !!entry,
+        { runId, end, update: updateRunStatement(e, runId, end) },
       );
     },
 

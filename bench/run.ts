@@ -44,6 +44,11 @@
  *     APIs on 127.0.0.1); each path takes one-at-a-time messages to existing sessions in
  *     alternating blocks; workerd CPU per message (verification, run, reply) per path (bar: each
  *     platform ≤ 1.3× the signed bridge's).
+ * 14. After 13, the storage load of a message (bench/db-load.ts, informational, no bar yet): a
+ *     gateway of its own behind a test-only entry that counts D1 statements and round trips and
+ *     Durable Object SQL statements (bench/floor/db-load-worker.ts); per message for a new
+ *     session, a burst to an existing session, one at a time to an existing session, and a turn
+ *     with one tool call, each message's window closed once nothing changes.
  *  2b. Run before 12 (informational, no bar): the gateway is restarted with `agents.defaults.model`
  *     `slow/m`, a fake OpenAI-compatible server on 127.0.0.1 that holds every call open, so runs
  *     are parked; then ack req/s and p50/p99 at c=32 for 1,000 messages to the 1,000 sessions of
@@ -67,6 +72,7 @@ import { type LocalServer, scratchDir } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 import { benchConnectorPaths, PATHS } from "./connectors.ts";
+import { benchDbLoad, perMessage } from "./db-load.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
 /**
@@ -1512,6 +1518,7 @@ async function main(): Promise<void> {
   const parked = await phaseAcksParked(healthzRps);
   await phaseDisk();
   await phaseConnectorPaths();
+  await phaseDbLoad();
   acksAlone = [
     ...acksAlone,
     `acks alone, existing sessions: ${((parked.existing / healthzRps) * 100).toFixed(1)}% of /healthz (informational; runs parked on a held model)`,
@@ -1642,6 +1649,27 @@ async function phaseConnectorPaths(): Promise<void> {
         .join(", "),
       pass: worst <= 1.3,
     });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Phase 14: D1 statements and round trips and DO SQL statements per message (bench/db-load.ts). */
+async function phaseDbLoad(): Promise<void> {
+  if (!startServer) throw new Error("launcher not loaded");
+  const dir = scratchDir("switchboard-bench-db-load-");
+  try {
+    const result = await benchDbLoad({ start: startServer, root, persistTo: dir, log });
+    for (const w of result.workloads) {
+      const p = perMessage(w);
+      row(
+        "14",
+        `storage load per message: (${w.id}) ${w.name}`,
+        `D1 ${p.d1Statements.toFixed(2)} statements, ${p.d1RoundTrips.toFixed(2)} round trips (${p.d1RoundTripsPerRun.toFixed(2)}/run); DO SQL ${p.doStatements.toFixed(2)} statements`,
+        `${p.detail}; counted by bench/floor/db-load-worker.ts`,
+      );
+    }
+    problems.push(...result.problems);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

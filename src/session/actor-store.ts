@@ -26,12 +26,28 @@ export type { Accepted };
 export const ANNOUNCEMENT_SUFFIX = ":announcement";
 
 export class ActorStore {
+  /** Every table of a new actor, in its current shape (SCHEMA_VERSION). */
+  static readonly DDL_CURRENT = [
+    ...RunQueue.DDL_CURRENT,
+    `CREATE TABLE IF NOT EXISTS received (run_id TEXT PRIMARY KEY, result TEXT NOT NULL, at INTEGER NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS finished (run_id TEXT PRIMARY KEY, outcome TEXT NOT NULL, at INTEGER NOT NULL)`,
+    DeliveryOutbox.DDL,
+    ContextStore.DDL,
+    RecordsJournal.DDL_CURRENT,
+  ];
+
   private readonly kvCache = new Map<string, string | null>();
 
   constructor(readonly sql: SqlStorage) {
-    // Versioned, idempotent DDL run on every wake.
+    // Versioned, idempotent DDL run on every wake. A new actor creates its tables in their
+    // current shape; one of an earlier version is migrated step by step.
     sql.exec(`CREATE TABLE IF NOT EXISTS kv (k TEXT PRIMARY KEY, v TEXT NOT NULL)`);
     const version = Number(this.kvGet("schema_version") ?? 0);
+    if (version === 0 && !sql.exec(`SELECT 1 FROM sqlite_master WHERE name = 'queue'`).toArray().length) {
+      for (const ddl of ActorStore.DDL_CURRENT) sql.exec(ddl);
+      this.kvSet("schema_version", String(SCHEMA_VERSION));
+      return;
+    }
     if (version < 1) {
       sql.exec(RunQueue.DDL);
       sql.exec(

@@ -49,6 +49,15 @@ export class RunQueue {
   static readonly DDL = `CREATE TABLE IF NOT EXISTS queue (
     pos INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, state TEXT NOT NULL,
     spec TEXT NOT NULL, checkpoint TEXT, enqueued_at INTEGER NOT NULL)`;
+  /** The queue and its steps as a new actor creates them (the current shape, no migrations). */
+  static readonly DDL_CURRENT = [
+    `CREATE TABLE IF NOT EXISTS queue (
+      pos INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, state TEXT NOT NULL,
+      spec TEXT NOT NULL, checkpoint TEXT, enqueued_at INTEGER NOT NULL,
+      attempts INTEGER NOT NULL DEFAULT 0, starts INTEGER NOT NULL DEFAULT 0, retry_at INTEGER, last_error TEXT)`,
+    `CREATE TABLE IF NOT EXISTS run_steps (
+      run_id TEXT NOT NULL, idx INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (run_id, idx))`,
+  ];
   /** Schema version 3: attempts, per-step progress. */
   static readonly DDL_V3 = [
     `ALTER TABLE queue ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0`,

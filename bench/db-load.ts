@@ -39,6 +39,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-server.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
+import type { Tally } from "./floor/db-load-tally.ts";
 
 const TOKEN = "bench-db-load-token";
 const SECRET = "bench-db-load-bridge-secret";
@@ -58,23 +59,6 @@ const MAX_ISOLATED = 50;
 /** The entry the copied wrangler config points at (relative to the gateway's root). */
 const ENTRY = "bench/floor/db-load-worker.ts";
 const CONFIG_NAME = "wrangler.bench-db-load.toml";
-
-type Origin = "worker" | "actor";
-
-/** What bench/floor/db-load-worker.ts counts (see its `Tally`). */
-interface Tally {
-  d1: {
-    statements: number;
-    roundTrips: number;
-    byOrigin: Record<Origin, { statements: number; roundTrips: number }>;
-    byCall: Record<string, number>;
-    sql: Record<string, number>;
-  };
-  doSql: { execs: number; statements: number; platform: number; sql: Record<string, number> };
-  doCalls: Record<string, number>;
-  actors: number;
-  patchedOk: boolean;
-}
 
 interface D1State {
   runs: number;
@@ -516,21 +500,29 @@ export function dbLoadReport(result: DbLoadResult, breakdown: boolean): string[]
   return out;
 }
 
-/** Standalone: a snapshot of the working tree (wrangler dev reloads on any change in it). */
-function snapshot(repo: string): string {
-  const root = mkdtempSync(path.join(tmpdir(), "switchboard-bench-db-load-src-"));
-  for (const entry of [
-    "src",
-    "migrations",
-    "scripts/lib",
-    "bench/floor",
-    "wrangler.toml",
-    "package.json",
-    "tsconfig.json",
-  ])
+/** What a gateway snapshot holds of the repository (node_modules is linked, not copied). */
+const SNAPSHOT_ENTRIES = [
+  "src",
+  "migrations",
+  "scripts/lib",
+  "bench/floor",
+  "wrangler.toml",
+  "package.json",
+  "tsconfig.json",
+];
+
+/** Copies the sources a gateway runs from `repo` into `root`, and links its node_modules. */
+export function copySources(repo: string, root: string): void {
+  for (const entry of SNAPSHOT_ENTRIES)
     if (existsSync(path.join(repo, entry)))
       cpSync(path.join(repo, entry), path.join(root, entry), { recursive: true });
   symlinkSync(path.join(repo, "node_modules"), path.join(root, "node_modules"), "dir");
+}
+
+/** Standalone: a snapshot of the working tree (wrangler dev reloads on any change in it). */
+function snapshot(repo: string): string {
+  const root = mkdtempSync(path.join(tmpdir(), "switchboard-bench-db-load-src-"));
+  copySources(repo, root);
   return root;
 }
 

@@ -62,7 +62,7 @@
  */
 import { execFile } from "node:child_process";
 import { createHmac } from "node:crypto";
-import { cpSync, existsSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import os, { tmpdir } from "node:os";
 import path from "node:path";
@@ -72,7 +72,7 @@ import { type LocalServer, scratchDir } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 import { benchConnectorPaths, PATHS } from "./connectors.ts";
-import { benchDbLoad, perMessage } from "./db-load.ts";
+import { benchDbLoad, copySources, perMessage } from "./db-load.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
 /**
@@ -294,20 +294,7 @@ async function waitFor(c: Connector, done: () => boolean, deadline: number): Pro
 // Source snapshot (see `root`)
 
 function snapshotSources(): void {
-  for (const entry of [
-    "src",
-    "migrations",
-    "scripts/lib",
-    "bench/floor",
-    "wrangler.toml",
-    "package.json",
-    "tsconfig.json",
-  ]) {
-    if (existsSync(path.join(repo, entry))) {
-      cpSync(path.join(repo, entry), path.join(root, entry), { recursive: true });
-    }
-  }
-  symlinkSync(path.join(repo, "node_modules"), path.join(root, "node_modules"), "dir");
+  copySources(repo, root);
 }
 
 /** The commit the snapshot is based on, and whether src/ or migrations/ had uncommitted changes. */

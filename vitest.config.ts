@@ -16,6 +16,9 @@ export const TEST_CONFIG = {
   },
 };
 
+/** The D1 bindings the Workers tests have. */
+export const TEST_D1 = ["DB", "DB_1", "DB_2", "DB_3"];
+
 // Three projects: everything under test/unit and test/integration runs inside workerd with
 // per-file isolated storage; test/e2e runs in Node and drives a real `wrangler dev`, and
 // test/browser drives the dashboard of one in Chromium.
@@ -29,6 +32,9 @@ export default defineConfig(async () => {
             cloudflareTest({
               wrangler: { configPath: "./wrangler.toml" },
               miniflare: {
+                // DB as wrangler.toml has it, and three more for the tests of storage over
+                // several databases (SPEC §19); storage.d1 says which the gateway uses.
+                d1Databases: TEST_D1,
                 bindings: {
                   TEST_MIGRATIONS: migrations,
                   SWITCHBOARD_CONFIG: JSON.stringify(TEST_CONFIG),

@@ -41,6 +41,12 @@ export interface LocalServerOptions {
   migrate?: boolean;
   /** Another Worker's wrangler config (the bench's floor Worker); the gateway's when omitted. */
   wranglerConfig?: string;
+  /**
+   * The D1 bindings to declare (default `["DB"]`, as wrangler.toml has it): each other name is
+   * declared next to DB as a local database of its own, migrated like DB. `config.storage.d1`
+   * still says which of them the gateway uses.
+   */
+  d1?: readonly string[];
 }
 
 export interface LocalServer {
@@ -94,14 +100,58 @@ export function scratchDir(prefix: string): string {
   return mkdtempSync(path.join(parent, prefix));
 }
 
-export async function applyLocalMigrations(persistTo: string | undefined): Promise<string> {
-  const args = ["d1", "migrations", "apply", "switchboard", "--local"];
-  if (persistTo) args.push("--persist-to", persistTo);
-  const { stdout } = await promisify(execFile)(wranglerBin, args, {
-    cwd: root,
-    env: childEnv,
-  });
-  return stdout;
+/** The local database name of a D1 binding declared by `withD1Bindings` (DB: wrangler.toml's). */
+export function localDatabaseName(binding: string): string {
+  return binding === "DB" ? "switchboard" : `switchboard-${binding.toLowerCase()}`;
+}
+
+/**
+ * A wrangler config's text with the D1 bindings `names` declared: each other than DB right after
+ * DB's own block (so in the top-level Worker, not an `[env.*]` one), with the same migrations.
+ */
+export function withD1Bindings(text: string, names: readonly string[]): string {
+  const first = /^\[\[d1_databases\]\]\n(?:[a-z_]+ = .*\n)+/m.exec(text);
+  if (!first) throw new Error("the wrangler config declares no [[d1_databases]] to add bindings next to");
+  const extra = names
+    .filter((name) => name !== "DB")
+    .map(
+      (name, i) =>
+        `\n[[d1_databases]]\nbinding = "${name}"\ndatabase_name = "${localDatabaseName(name)}"\n` +
+        `database_id = "00000000-0000-0000-0000-${String(i + 1).padStart(12, "0")}"\nmigrations_dir = "migrations"\n`,
+    )
+    .join("");
+  const end = first.index + first[0].length;
+  return `${text.slice(0, end)}${extra}${text.slice(end)}`;
+}
+
+/**
+ * The wrangler config to run with the D1 bindings `names`: `base` itself when it declares them
+ * (only DB), else a copy next to wrangler.toml (so its relative paths still hold) that does.
+ */
+function configWithD1(base: string | undefined, names: readonly string[] | undefined): string | undefined {
+  if (!names || (names.length === 1 && names[0] === "DB")) return base;
+  const from = base ?? path.join(root, "wrangler.toml");
+  const file = path.join(root, `.wrangler-storage-${names.join("-").toLowerCase()}.toml`);
+  writeFileSync(
+    file,
+    `# Written by scripts/lib/local-server.ts from ${path.relative(root, from)}: D1 bindings ${names.join(", ")}. Never deployed.\n${withD1Bindings(readFileSync(from, "utf8"), names)}`,
+  );
+  return file;
+}
+
+export async function applyLocalMigrations(
+  persistTo: string | undefined,
+  opts: { wranglerConfig?: string; d1?: readonly string[] } = {},
+): Promise<string> {
+  let out = "";
+  for (const binding of opts.d1 ?? ["DB"]) {
+    const args = ["d1", "migrations", "apply", localDatabaseName(binding), "--local"];
+    if (persistTo) args.push("--persist-to", persistTo);
+    if (opts.wranglerConfig) args.push("--config", opts.wranglerConfig);
+    const { stdout } = await promisify(execFile)(wranglerBin, args, { cwd: root, env: childEnv });
+    out += stdout;
+  }
+  return out;
 }
 
 /**
@@ -169,7 +219,12 @@ async function groupGone(pgid: number): Promise<void> {
 export async function startLocalServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
   const port = opts.port ?? (await freePort());
   const persistTo = opts.persistTo ?? mkdtempSync(path.join(tmpdir(), "switchboard-"));
-  if (opts.migrate !== false) await applyLocalMigrations(persistTo);
+  const wranglerConfig = configWithD1(opts.wranglerConfig, opts.d1);
+  if (opts.migrate !== false)
+    await applyLocalMigrations(persistTo, {
+      ...(wranglerConfig ? { wranglerConfig } : {}),
+      d1: opts.d1 ?? ["DB"],
+    });
   let envFile = opts.envFile;
   if (!envFile) {
     envFile = path.join(persistTo, ".env.local");
@@ -190,7 +245,7 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     "--inspector-port",
     String(inspectorPort),
     "--show-interactive-dev-session=false",
-    ...(opts.wranglerConfig ? ["--config", opts.wranglerConfig] : []),
+    ...(wranglerConfig ? ["--config", wranglerConfig] : []),
     // Lets tests and operators fire the cron handler: GET /__scheduled?cron=*+*+*+*+* (now), or
     // miniflare's /cdn-cgi/local/scheduled?cron=*+*+*+*+*&time=<epoch ms> for another instant.
     "--test-scheduled",

@@ -32,14 +32,14 @@ export async function applyRetention(
   let more = false;
   const touched = new Set<string>();
   for (let chunk = 0; chunk < bounds.messageChunks; chunk++) {
-    const { deleted, sessionIds } = await deleteOldMessages(env, before, bounds.chunk);
+    const { deleted, sessionIds, more: left } = await deleteOldMessages(env, before, bounds.chunk);
     for (const id of sessionIds) touched.add(id);
     messages += deleted;
-    if (deleted < bounds.chunk) break;
+    if (!left) break;
     if (chunk === bounds.messageChunks - 1) more = true;
   }
   const transcripts = await deleteEmptyTranscripts(env, [...touched]);
   const rows = await deleteOldRows(env, before, bounds.chunk);
-  if (Object.values(rows).some((n) => n >= bounds.chunk)) more = true;
-  return { messages, transcripts, ...rows, more };
+  if (rows.more) more = true;
+  return { messages, transcripts, ...rows.deleted, more };
 }

@@ -12,6 +12,7 @@
 import { loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import { recordTaskRuns, type TaskRun } from "../db/maintenance";
+import { checkPlacement } from "../db/placement-check";
 import { archiveIdleSubagents, overdueDeliveries, staleActiveRuns } from "../db/queries";
 import { runDueJobs } from "./jobs";
 import { sweepExpiredSessions } from "./reset-sweep";
@@ -65,6 +66,13 @@ export async function runScheduled(
 ): Promise<void> {
   const now = controller.scheduledTime || Date.now();
   const config = loadConfig(env);
+  try {
+    await checkPlacement(env);
+  } catch (error) {
+    // Placed with another storage.d1: no maintenance until the rebalance (the message says so).
+    console.error(`scheduled maintenance skipped: ${error instanceof Error ? error.message : error}`);
+    return;
+  }
   const runs: Record<string, TaskRun> = {};
   for (const [name, task] of Object.entries(TASKS)) {
     const started = Date.now();

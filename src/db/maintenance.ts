@@ -3,15 +3,18 @@
  * guarded updates that close or reschedule them, retention deletes, scheduled-job claims and
  * the maintenance record shown by `status`. Every query is served by an index and bounded by a
  * limit; every write is guarded or keyed so that two overlapping invocations change a row once.
+ * Session rows are read from every database (db/placement.ts), each bounded by the limit; jobs and
+ * the maintenance record are the deployment's own, in its home database.
  */
 import { and, asc, desc, eq, gte, isNull, lte, sql } from "drizzle-orm";
+import { groupByDatabase, homeDatabase, readEach } from "./placement";
 import { database } from "./queries";
 import * as schema from "./schema";
 
 /** Changes made by each statement of a batch, in order. */
-async function batchChanges(env: Env, statements: D1PreparedStatement[]): Promise<number[]> {
+async function batchChanges(db: D1Database, statements: D1PreparedStatement[]): Promise<number[]> {
   if (statements.length === 0) return [];
-  const results = await env.DB.batch(statements);
+  const results = await db.batch(statements);
   return results.map((r) => r.meta.changes ?? 0);
 }
 
@@ -30,10 +33,22 @@ export type DueSession = Pick<
   | "lastInteractionAt"
 > & { expiresAt: number };
 
-/** Live sessions whose expiry has passed, oldest expiry first (the partial index `sessions_due`). */
+/**
+ * Live sessions whose expiry has passed, oldest expiry first (the partial index `sessions_due`):
+ * the oldest `limit` of every database's oldest `limit`.
+ */
 export async function dueSessions(env: Env, now: number, limit: number): Promise<DueSession[]> {
+  const pages = await readEach(env, (db) => dueSessionsOf(db, now, limit));
+  if (pages.length === 1) return pages[0] ?? [];
+  return pages
+    .flat()
+    .sort((a, b) => a.expiresAt - b.expiresAt)
+    .slice(0, limit);
+}
+
+async function dueSessionsOf(db: D1Database, now: number, limit: number): Promise<DueSession[]> {
   const s = schema.sessions;
-  const rows = await database(env)
+  const rows = await database(db)
     .select({
       key: s.key,
       kind: s.kind,
@@ -56,7 +71,7 @@ export async function dueSessions(env: Env, now: number, limit: number): Promise
 /** The SQL of `dueSessions`, for checking its query plan. */
 export function dueSessionsQuery(env: Env, now: number, limit: number) {
   const s = schema.sessions;
-  return database(env)
+  return database(homeDatabase(env))
     .select({ key: s.key })
     .from(s)
     .where(and(isNull(s.expiredAt), lte(s.expiresAt, now)))
@@ -82,43 +97,59 @@ export interface ExpiryChange {
  * whether it applied.
  */
 export async function applyExpiryChanges(env: Env, changes: ExpiryChange[]): Promise<boolean[]> {
-  const db = database(env);
   const s = schema.sessions;
-  const statements = changes.map((c) => {
-    const set =
-      c.closeAt !== undefined
-        ? { expiredAt: c.closeAt, expiresAt: c.closeAt }
-        : { expiresAt: c.expiresAt ?? null };
-    const query = db
-      .update(s)
-      .set(set)
-      .where(and(eq(s.key, c.key), eq(s.expiresAt, c.was), isNull(s.expiredAt)))
-      .toSQL();
-    return env.DB.prepare(query.sql).bind(...query.params);
-  });
-  return (await batchChanges(env, statements)).map((n) => n > 0);
+  const applied = new Map<ExpiryChange, boolean>();
+  // One batch per database holding some of the sessions, in parallel.
+  await Promise.all(
+    groupByDatabase(env, changes, (c) => c.key).map(async ({ db, items }) => {
+      const statements = items.map((c) => {
+        const set =
+          c.closeAt !== undefined
+            ? { expiredAt: c.closeAt, expiresAt: c.closeAt }
+            : { expiresAt: c.expiresAt ?? null };
+        const query = database(db)
+          .update(s)
+          .set(set)
+          .where(and(eq(s.key, c.key), eq(s.expiresAt, c.was), isNull(s.expiredAt)))
+          .toSQL();
+        return db.prepare(query.sql).bind(...query.params);
+      });
+      const counts = await batchChanges(db, statements);
+      for (const [j, c] of items.entries()) applied.set(c, (counts[j] ?? 0) > 0);
+    }),
+  );
+  return changes.map((c) => applied.get(c) ?? false);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Retention
 
 /**
- * Deletes up to `limit` transcript messages older than `before`, oldest first (index
- * `messages_timestamp`): how many, and the transcripts they belonged to.
+ * Deletes up to `limit` transcript messages older than `before` in each database, oldest first
+ * (index `messages_timestamp`): how many, the transcripts they belonged to, and whether some
+ * database deleted its whole limit (so more may be left).
  */
 export async function deleteOldMessages(
   env: Env,
   before: number,
   limit: number,
-): Promise<{ deleted: number; sessionIds: string[] }> {
-  const { results } = await env.DB.prepare(
-    `DELETE FROM messages WHERE rowid IN (
-       SELECT rowid FROM messages WHERE timestamp < ?1 ORDER BY timestamp LIMIT ?2)
-     RETURNING session_id`,
-  )
-    .bind(before, limit)
-    .all<{ session_id: string }>();
-  return { deleted: results.length, sessionIds: [...new Set(results.map((r) => r.session_id))] };
+): Promise<{ deleted: number; sessionIds: string[]; more: boolean }> {
+  const answers = await readEach(env, (db) =>
+    db
+      .prepare(
+        `DELETE FROM messages WHERE rowid IN (
+           SELECT rowid FROM messages WHERE timestamp < ?1 ORDER BY timestamp LIMIT ?2)
+         RETURNING session_id`,
+      )
+      .bind(before, limit)
+      .all<{ session_id: string }>(),
+  );
+  const rows = answers.flatMap((a) => a.results);
+  return {
+    deleted: rows.length,
+    sessionIds: [...new Set(rows.map((r) => r.session_id))],
+    more: answers.some((a) => a.results.length >= limit),
+  };
 }
 
 /**
@@ -126,18 +157,25 @@ export async function deleteOldMessages(
  * and are no session's current sessionId: their export would be empty. Chunked by 90 ids.
  */
 export async function deleteEmptyTranscripts(env: Env, sessionIds: string[]): Promise<number> {
-  const statements: D1PreparedStatement[] = [];
-  for (let i = 0; i < sessionIds.length; i += 90) {
-    const chunk = sessionIds.slice(i, i + 90);
-    statements.push(
-      env.DB.prepare(
-        `DELETE FROM transcripts WHERE session_id IN (${chunk.map(() => "?").join(", ")})
+  if (sessionIds.length === 0) return 0;
+  // Each database deletes those of the ids it holds (a transcript's id does not name its key).
+  const changes = await readEach(env, (db) => {
+    const statements: D1PreparedStatement[] = [];
+    for (let i = 0; i < sessionIds.length; i += 90) {
+      const chunk = sessionIds.slice(i, i + 90);
+      statements.push(
+        db
+          .prepare(
+            `DELETE FROM transcripts WHERE session_id IN (${chunk.map(() => "?").join(", ")})
            AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.session_id = transcripts.session_id)
            AND NOT EXISTS (SELECT 1 FROM sessions s WHERE s.session_id = transcripts.session_id)`,
-      ).bind(...chunk),
-    );
-  }
-  return (await batchChanges(env, statements)).reduce((a, b) => a + b, 0);
+          )
+          .bind(...chunk),
+      );
+    }
+    return batchChanges(db, statements);
+  });
+  return changes.flat().reduce((a, b) => a + b, 0);
 }
 
 /** Per table: the rows retention may delete once older than the cutoff, and the index that finds them. */
@@ -156,18 +194,27 @@ const RETAINED = {
 
 export type RetainedTable = keyof typeof RETAINED;
 
-/** Deletes up to `limit` rows of each table older than `before`; returns the count per table. */
+/**
+ * Deletes up to `limit` rows of each table older than `before` in each database; returns the
+ * count per table, and whether some database deleted its whole limit of a table.
+ */
 export async function deleteOldRows(
   env: Env,
   before: number,
   limit: number,
-): Promise<Record<RetainedTable, number>> {
+): Promise<{ deleted: Record<RetainedTable, number>; more: boolean }> {
   const tables = Object.keys(RETAINED) as RetainedTable[];
-  const changes = await batchChanges(
-    env,
-    tables.map((t) => env.DB.prepare(RETAINED[t]).bind(before, limit)),
+  const changes = await readEach(env, (db) =>
+    batchChanges(
+      db,
+      tables.map((t) => db.prepare(RETAINED[t]).bind(before, limit)),
+    ),
   );
-  return Object.fromEntries(tables.map((t, i) => [t, changes[i] ?? 0])) as Record<RetainedTable, number>;
+  const deleted = Object.fromEntries(
+    tables.map((t, i) => [t, changes.reduce((sum, c) => sum + (c[i] ?? 0), 0)]),
+  ) as Record<RetainedTable, number>;
+  // Each database's work is what `limit` bounds: one that deleted its whole limit may have more.
+  return { deleted, more: changes.some((c) => c.some((n) => n >= limit)) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,7 +224,11 @@ export type JobRun = typeof schema.jobRuns.$inferSelect;
 
 /** Claims a job's scheduled minute; false when another invocation claimed it first. */
 export async function claimJobRun(env: Env, claim: Omit<JobRun, "skipped" | "queuedAt">): Promise<boolean> {
-  const result = await database(env).insert(schema.jobRuns).values(claim).onConflictDoNothing().run();
+  const result = await database(homeDatabase(env))
+    .insert(schema.jobRuns)
+    .values(claim)
+    .onConflictDoNothing()
+    .run();
   return (result.meta.changes ?? 0) > 0;
 }
 
@@ -188,7 +239,7 @@ export async function settleJobRun(
   outcome: { queuedAt: number } | { skipped: string },
 ): Promise<void> {
   const j = schema.jobRuns;
-  await database(env)
+  await database(homeDatabase(env))
     .update(j)
     .set(outcome)
     .where(and(eq(j.jobId, claim.jobId), eq(j.scheduledFor, claim.scheduledFor)))
@@ -201,7 +252,7 @@ export async function settleJobRun(
  */
 export async function unsettledJobRuns(env: Env, since: number): Promise<JobRun[]> {
   const j = schema.jobRuns;
-  return database(env)
+  return database(homeDatabase(env))
     .select()
     .from(j)
     .where(and(gte(j.claimedAt, since), isNull(j.queuedAt), isNull(j.skipped)))
@@ -212,7 +263,7 @@ export async function unsettledJobRuns(env: Env, since: number): Promise<JobRun[
 /** A job's newest claimed run (the primary key serves it). */
 export async function lastJobRun(env: Env, jobId: string): Promise<JobRun | undefined> {
   const j = schema.jobRuns;
-  return database(env)
+  return database(homeDatabase(env))
     .select()
     .from(j)
     .where(eq(j.jobId, jobId))
@@ -235,7 +286,8 @@ export interface TaskRun {
 /** Records each task's run; a run that changed nothing keeps the previous `lastWork`. */
 export async function recordTaskRuns(env: Env, runs: Record<string, TaskRun>): Promise<void> {
   const m = schema.maintenance;
-  const db = database(env);
+  const home = homeDatabase(env);
+  const db = database(home);
   const statements = Object.entries(runs).map(([task, run]) => {
     const query = db
       .insert(m)
@@ -249,11 +301,11 @@ export async function recordTaskRuns(env: Env, runs: Record<string, TaskRun>): P
         },
       })
       .toSQL();
-    return env.DB.prepare(query.sql).bind(...query.params);
+    return home.prepare(query.sql).bind(...query.params);
   });
-  await batchChanges(env, statements);
+  await batchChanges(home, statements);
 }
 
 export async function readTaskRuns(env: Env) {
-  return database(env).select().from(schema.maintenance).all();
+  return database(homeDatabase(env)).select().from(schema.maintenance).all();
 }

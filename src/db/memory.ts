@@ -6,6 +6,7 @@
  * `memories_agent_key` (schema.ts).
  */
 import { and, desc, eq, type SQL, sql } from "drizzle-orm";
+import { homeDatabase } from "./placement";
 import { database } from "./queries";
 import * as schema from "./schema";
 
@@ -62,8 +63,8 @@ export async function writeMemory(env: Env, w: MemoryWrite): Promise<MemoryWrite
   const session = w.sessionKey ?? null;
   const stmt =
     w.key === undefined
-      ? env.DB.prepare(INSERT_NOTE).bind(id, w.agentId, w.text, w.now, session, cap)
-      : env.DB.prepare(INSERT_KEYED).bind(id, w.agentId, w.key, w.text, w.now, session, cap);
+      ? homeDatabase(env).prepare(INSERT_NOTE).bind(id, w.agentId, w.text, w.now, session, cap)
+      : homeDatabase(env).prepare(INSERT_KEYED).bind(id, w.agentId, w.key, w.text, w.now, session, cap);
   const row = await stmt.first<{ id: string }>();
   if (!row) return { full: true };
   return { id: row.id, key: w.key ?? null, created: row.id === id };
@@ -91,7 +92,7 @@ function readMemorySelect(env: Env, q: MemoryQuery) {
     filters.push(sql`(${m.text} LIKE ${pattern} ESCAPE '\\' OR ${m.key} LIKE ${pattern} ESCAPE '\\')`);
   }
   return (
-    database(env)
+    database(homeDatabase(env))
       .select()
       .from(m)
       .where(and(...filters))
@@ -115,7 +116,7 @@ export function readMemoryQuery(env: Env, q: MemoryQuery) {
 /** How many notes the agent keeps. */
 export async function countMemory(env: Env, agentId: string): Promise<number> {
   const m = schema.memories;
-  const row = await database(env)
+  const row = await database(homeDatabase(env))
     .select({ n: sql<number>`COUNT(*)` })
     .from(m)
     .where(eq(m.agentId, agentId))

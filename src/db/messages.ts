@@ -5,6 +5,7 @@
  */
 import { and, asc, desc, eq, getTableName, gt, gte, isNotNull, isNull, notLike } from "drizzle-orm";
 import { FLUSH_ID_MARK, type TranscriptMessage } from "../transcript/message";
+import { databaseOfKey, groupByDatabase } from "./placement";
 import { database, type SessionRow, writeBatch } from "./queries";
 import { col, mapRow, type SelectPart, selectUnion } from "./reads";
 import * as schema from "./schema";
@@ -18,11 +19,11 @@ const APPEND_SQL = `INSERT OR IGNORE INTO messages
   FROM messages WHERE session_id = ?1`;
 
 export function appendMessageStatements(
-  env: Env,
+  db: D1Database,
   sessionId: string,
   msgs: TranscriptMessage[],
 ): D1PreparedStatement[] {
-  const stmt = env.DB.prepare(APPEND_SQL);
+  const stmt = db.prepare(APPEND_SQL);
   return msgs.map((m) =>
     stmt.bind(
       sessionId,
@@ -48,8 +49,14 @@ export function appendMessageStatements(
  * primary key), and a message whose `id` is already stored is skipped, so a resumed run that
  * appends the same messages again changes nothing.
  */
-export async function appendMessages(env: Env, sessionId: string, msgs: TranscriptMessage[]): Promise<void> {
-  await writeBatch(env, appendMessageStatements(env, sessionId, msgs));
+export async function appendMessages(
+  env: Env,
+  sessionKey: string,
+  sessionId: string,
+  msgs: TranscriptMessage[],
+): Promise<void> {
+  const db = databaseOfKey(env, sessionKey);
+  await writeBatch(db, appendMessageStatements(db, sessionId, msgs));
 }
 
 type MessageRow = typeof schema.messages.$inferSelect;
@@ -81,11 +88,12 @@ function rowToMessage(r: MessageRow): TranscriptMessage {
  */
 export async function turnContextRows(
   env: Env,
+  sessionKey: string,
   sessionId: string,
   limit: number,
 ): Promise<{ compaction?: TranscriptMessage; messages: TranscriptMessage[] }> {
   const m = schema.messages;
-  const db = database(env);
+  const db = database(databaseOfKey(env, sessionKey));
   const [latest] = await db
     .select()
     .from(m)
@@ -121,13 +129,12 @@ export async function turnContextRows(
  */
 export async function recentMessagesOf(
   env: Env,
-  sessionIds: string[],
+  sessions: ReadonlyArray<{ key: string; sessionId: string }>,
   limit: number,
   opts: { excludeToolResults?: boolean } = {},
 ): Promise<Map<string, TranscriptMessage[]>> {
-  const ids = [...new Set(sessionIds)];
-  const out = new Map<string, TranscriptMessage[]>(ids.map((id) => [id, []]));
-  if (ids.length === 0 || limit <= 0) return out;
+  const out = new Map<string, TranscriptMessage[]>(sessions.map((s) => [s.sessionId, []]));
+  if (out.size === 0 || limit <= 0) return out;
   const m = schema.messages;
   const [table, sessionId, seq, role] = [getTableName(m), m.sessionId.name, m.seq.name, m.role.name];
   const notTools = (alias: string) =>
@@ -137,12 +144,20 @@ export async function recentMessagesOf(
     ` AND m."${seq}" >= COALESCE((SELECT x."${seq}" FROM "${table}" AS x WHERE x."${sessionId}" = ids.value${notTools("x")}` +
     ` ORDER BY x."${seq}" DESC LIMIT 1 OFFSET ?1), 0)` +
     (opts.excludeToolResults ? ` WHERE m."${role}" <> 'toolResult'` : "");
-  const { results } = await env.DB.prepare(sql)
-    .bind(limit - 1, JSON.stringify(ids))
-    .all<Record<string, unknown>>();
-  for (const raw of results) {
-    const row = mapRow(m, raw);
-    out.get(row.sessionId)?.push(rowToMessage(row));
+  // One statement per database holding some of the transcripts, in parallel.
+  const answers = await Promise.all(
+    groupByDatabase(env, sessions, (s) => s.key).map(({ db, items }) =>
+      db
+        .prepare(sql)
+        .bind(limit - 1, JSON.stringify([...new Set(items.map((s) => s.sessionId))]))
+        .all<Record<string, unknown>>(),
+    ),
+  );
+  for (const { results } of answers) {
+    for (const raw of results) {
+      const row = mapRow(m, raw);
+      out.get(row.sessionId)?.push(rowToMessage(row));
+    }
   }
   for (const list of out.values()) list.sort((a, b) => (a.seq ?? 0) - (b.seq ?? 0));
   return out;
@@ -191,8 +206,13 @@ function historyOf(rows: MessageRow[], limit: number): HistoryPage {
 }
 
 /** A page of history ending before `before` (a seq), oldest first; keyset on (sessionId, seq). */
-export async function historyPage(env: Env, sessionId: string, opts: HistoryOptions): Promise<HistoryPage> {
-  const [rows] = await selectUnion(env.DB, [historyPart("?", [sessionId], opts)]);
+export async function historyPage(
+  env: Env,
+  sessionKey: string,
+  sessionId: string,
+  opts: HistoryOptions,
+): Promise<HistoryPage> {
+  const [rows] = await selectUnion(databaseOfKey(env, sessionKey), [historyPart("?", [sessionId], opts)]);
   return historyOf((rows ?? []) as MessageRow[], opts.limit);
 }
 
@@ -210,7 +230,7 @@ export async function sessionWithHistoryPage(
   opts: HistoryOptions,
 ): Promise<{ row: HistorySession | undefined; page: HistoryPage }> {
   const s = schema.sessions;
-  const [sessions, messages] = await selectUnion(env.DB, [
+  const [sessions, messages] = await selectUnion(databaseOfKey(env, key), [
     { table: s, keys: HISTORY_SESSION_COLUMNS, rest: `where ${col(s, "key")} = ? limit 1`, params: [key] },
     historyPart(
       `(select ${col(s, "sessionId")} from "${getTableName(s)}" where ${col(s, "key")} = ?)`,
@@ -223,9 +243,15 @@ export async function sessionWithHistoryPage(
 }
 
 /** Ascending chunk of a transcript after `afterSeq`, for streaming exports. */
-export async function messagesAfter(env: Env, sessionId: string, afterSeq: number, limit: number) {
+export async function messagesAfter(
+  env: Env,
+  sessionKey: string,
+  sessionId: string,
+  afterSeq: number,
+  limit: number,
+) {
   const m = schema.messages;
-  const rows = await database(env)
+  const rows = await database(databaseOfKey(env, sessionKey))
     .select()
     .from(m)
     .where(and(eq(m.sessionId, sessionId), gt(m.seq, afterSeq)))

@@ -3,6 +3,7 @@
  * and the count of refused messages per channel and reason.
  */
 import { and, asc, count, eq, gt, lte, sql } from "drizzle-orm";
+import { homeDatabase } from "./placement";
 import { database } from "./queries";
 import { accessRefusals, pairedSenders, pairingCodes } from "./schema";
 
@@ -15,7 +16,7 @@ export type PairingCode = typeof pairingCodes.$inferSelect;
 export type PairedSender = typeof pairedSenders.$inferSelect;
 
 export async function isPaired(env: Env, channel: string, peerId: string): Promise<boolean> {
-  const row = await database(env)
+  const row = await database(homeDatabase(env))
     .select({ peerId: pairedSenders.peerId })
     .from(pairedSenders)
     .where(and(eq(pairedSenders.channel, channel), eq(pairedSenders.peerId, peerId)))
@@ -31,7 +32,7 @@ export async function offerPairingCode(
   env: Env,
   f: { channel: string; accountId: string; peerId: string; code: string; now: number },
 ): Promise<string | undefined> {
-  const db = database(env);
+  const db = database(homeDatabase(env));
   const [, pending] = await db.batch([
     db
       .delete(pairingCodes)
@@ -65,7 +66,7 @@ export async function approvePairingCode(
   code: string,
   now: number,
 ): Promise<PairingCode | undefined> {
-  const db = database(env);
+  const db = database(homeDatabase(env));
   const row = await db
     .select()
     .from(pairingCodes)
@@ -86,7 +87,7 @@ export async function listPairing(
   channel: string | undefined,
   now: number,
 ): Promise<{ pending: PairingCode[]; approved: PairedSender[] }> {
-  const db = database(env);
+  const db = database(homeDatabase(env));
   const [pending, approved] = await db.batch([
     db
       .select()
@@ -109,7 +110,7 @@ export async function listPairing(
 }
 
 export async function revokePairedSender(env: Env, channel: string, peerId: string): Promise<boolean> {
-  const removed = await database(env)
+  const removed = await database(homeDatabase(env))
     .delete(pairedSenders)
     .where(and(eq(pairedSenders.channel, channel), eq(pairedSenders.peerId, peerId)))
     .returning({ peerId: pairedSenders.peerId });
@@ -117,7 +118,7 @@ export async function revokePairedSender(env: Env, channel: string, peerId: stri
 }
 
 export async function countRefusal(env: Env, channel: string, reason: string, now: number): Promise<void> {
-  await database(env)
+  await database(homeDatabase(env))
     .insert(accessRefusals)
     .values({ channel, reason, count: 1, lastAt: now })
     .onConflictDoUpdate({
@@ -128,7 +129,7 @@ export async function countRefusal(env: Env, channel: string, reason: string, no
 
 /** Refused messages per channel and reason. */
 export async function refusalCounts(env: Env): Promise<Record<string, Record<string, number>>> {
-  const rows = await database(env).select().from(accessRefusals).limit(1000).all();
+  const rows = await database(homeDatabase(env)).select().from(accessRefusals).limit(1000).all();
   const out: Record<string, Record<string, number>> = {};
   for (const r of rows) {
     const channel = out[r.channel] ?? {};
@@ -140,7 +141,7 @@ export async function refusalCounts(env: Env): Promise<Record<string, Record<str
 
 /** How many codes wait for approval (for the dashboard's badge). */
 export async function pendingCodes(env: Env, now: number): Promise<number> {
-  const row = await database(env)
+  const row = await database(homeDatabase(env))
     .select({ n: count() })
     .from(pairingCodes)
     .where(gt(pairingCodes.expiresAt, now))

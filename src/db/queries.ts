@@ -5,6 +5,7 @@
  */
 import { and, desc, eq, inArray, isNotNull, isNull, lt, or, type SQL } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
+import { allDatabases, databaseOfKey, databaseOfRun, groupByDatabase, readEach } from "./placement";
 import { col, type SelectPart, selectRows, selectUnion } from "./reads";
 import * as schema from "./schema";
 import { boundStatement, insertQuery, type Query, updateQuery } from "./writes";
@@ -30,34 +31,43 @@ export interface Origin {
 }
 
 /** One drizzle instance per D1 binding: building one extracts the relational config of the whole schema. */
-const databases = new WeakMap<D1Database, DrizzleD1Database<typeof schema>>();
+const drizzles = new WeakMap<D1Database, DrizzleD1Database<typeof schema>>();
 
-export function database(env: Env) {
-  let db = databases.get(env.DB);
+export function database(d1: D1Database) {
+  let db = drizzles.get(d1);
   if (!db) {
-    db = drizzle(env.DB, { schema });
-    databases.set(env.DB, db);
+    db = drizzle(d1, { schema });
+    drizzles.set(d1, db);
   }
   return db;
 }
 
-/** A D1 statement, so that writes of one step can share one `DB.batch` (SQL from ./writes). */
-export function statement(env: Env, query: Query): D1PreparedStatement {
-  return boundStatement(env.DB, query);
+/** A D1 statement, so that writes of one step can share one `batch` (SQL from ./writes). */
+export function statement(db: D1Database, query: Query): D1PreparedStatement {
+  return boundStatement(db, query);
 }
 
 /** Runs writes in one round trip (D1 batches are atomic). */
-export async function writeBatch(env: Env, statements: D1PreparedStatement[]): Promise<void> {
+export async function writeBatch(db: D1Database, statements: D1PreparedStatement[]): Promise<void> {
   if (statements.length === 0) return;
-  await env.DB.batch(statements);
+  await db.batch(statements);
+}
+
+/** The first row `read` finds in any database (rows of one session live in one). */
+async function firstOf<T>(
+  env: Env,
+  read: (db: D1Database) => Promise<T | undefined>,
+): Promise<T | undefined> {
+  for (const row of await readEach(env, read)) if (row !== undefined) return row;
+  return undefined;
 }
 
 // ---------------------------------------------------------------------------------------------
 // Sessions
 
-export function upsertSessionStatement(env: Env, row: SessionRow): D1PreparedStatement {
+export function upsertSessionStatement(db: D1Database, row: SessionRow): D1PreparedStatement {
   const { key: _key, ...rest } = row;
-  return statement(env, insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest }));
+  return statement(db, insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest }));
 }
 
 /** The upsert of an entry updates only a stored row not updated later than the entry. */
@@ -68,24 +78,26 @@ const NOT_NEWER = `${col(schema.sessions, "updatedAt")} < excluded.${col(schema.
  * The entry's upsert, unless the stored row was updated later: a deferred write that lands
  * after a newer one never moves the entry back.
  */
-export function upsertSessionUnlessNewerStatement(env: Env, row: SessionRow): D1PreparedStatement {
+export function upsertSessionUnlessNewerStatement(db: D1Database, row: SessionRow): D1PreparedStatement {
   const { key: _key, ...rest } = row;
   return statement(
-    env,
+    db,
     insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest, where: NOT_NEWER }),
   );
 }
 
-export function recordTranscriptStatement(env: Env, sessionId: string, sessionKey: string, now: number) {
-  return statement(
-    env,
-    insertQuery(schema.transcripts, { sessionId, sessionKey, createdAt: now }, "nothing"),
-  );
+export function recordTranscriptStatement(
+  db: D1Database,
+  sessionId: string,
+  sessionKey: string,
+  now: number,
+) {
+  return statement(db, insertQuery(schema.transcripts, { sessionId, sessionKey, createdAt: now }, "nothing"));
 }
 
 export async function upsertSession(env: Env, row: SessionRow): Promise<void> {
   const { key, ...rest } = row;
-  await database(env)
+  await database(databaseOfKey(env, key))
     .insert(schema.sessions)
     .values(row)
     .onConflictDoUpdate({ target: schema.sessions.key, set: rest });
@@ -93,7 +105,7 @@ export async function upsertSession(env: Env, row: SessionRow): Promise<void> {
 
 export async function getSession(env: Env, key: string): Promise<SessionRow | undefined> {
   const s = schema.sessions;
-  const [row] = await selectRows(env.DB, s, `where ${col(s, "key")} = ? limit 1`, [key]);
+  const [row] = await selectRows(databaseOfKey(env, key), s, `where ${col(s, "key")} = ? limit 1`, [key]);
   return row;
 }
 
@@ -101,9 +113,12 @@ export async function getSession(env: Env, key: string): Promise<SessionRow | un
 export async function findSession(env: Env, keys: readonly string[]): Promise<SessionRow | undefined> {
   if (keys.length <= 1) return keys[0] === undefined ? undefined : getSession(env, keys[0]);
   const s = schema.sessions;
-  const rows = await selectRows(env.DB, s, `where ${col(s, "key")} in (${keys.map(() => "?").join(", ")})`, [
-    ...keys,
-  ]);
+  const found = await Promise.all(
+    groupByDatabase(env, keys, (k) => k).map(({ db, items }) =>
+      selectRows(db, s, `where ${col(s, "key")} in (${items.map(() => "?").join(", ")})`, items),
+    ),
+  );
+  const rows = found.flat();
   for (const key of keys) {
     const row = rows.find((r) => r.key === key);
     if (row) return row;
@@ -112,26 +127,29 @@ export async function findSession(env: Env, keys: readonly string[]): Promise<Se
 }
 
 export async function getSessionBySessionId(env: Env, sessionId: string): Promise<SessionRow | undefined> {
-  return database(env).select().from(schema.sessions).where(eq(schema.sessions.sessionId, sessionId)).get();
+  return firstOf(env, (db) =>
+    database(db).select().from(schema.sessions).where(eq(schema.sessions.sessionId, sessionId)).get(),
+  );
 }
 
 export async function getSessionByLabel(env: Env, label: string, agentId?: string): Promise<SessionRow[]> {
   const where = agentId
     ? and(eq(schema.sessions.label, label), eq(schema.sessions.agentId, agentId))
     : eq(schema.sessions.label, label);
-  return database(env).select().from(schema.sessions).where(where).limit(2).all();
+  const found = await readEach(env, (db) =>
+    database(db).select().from(schema.sessions).where(where).limit(2).all(),
+  );
+  return found.flat().slice(0, 2);
 }
 
 export async function transcriptOwner(env: Env, sessionId: string) {
-  return database(env)
-    .select()
-    .from(schema.transcripts)
-    .where(eq(schema.transcripts.sessionId, sessionId))
-    .get();
+  return firstOf(env, (db) =>
+    database(db).select().from(schema.transcripts).where(eq(schema.transcripts.sessionId, sessionId)).get(),
+  );
 }
 
 export async function recordTranscript(env: Env, sessionId: string, sessionKey: string, now: number) {
-  await database(env)
+  await database(databaseOfKey(env, sessionKey))
     .insert(schema.transcripts)
     .values({ sessionId, sessionKey, createdAt: now })
     .onConflictDoNothing()
@@ -139,7 +157,7 @@ export async function recordTranscript(env: Env, sessionId: string, sessionKey: 
 }
 
 export async function deleteSessionRows(env: Env, key: string, deleteTranscript: boolean): Promise<void> {
-  const db = database(env);
+  const db = database(databaseOfKey(env, key));
   if (!deleteTranscript) {
     await db.delete(schema.sessions).where(eq(schema.sessions.key, key)).run();
     return;
@@ -235,15 +253,21 @@ export async function listSessionsBatch<K extends keyof SessionRow & string = ke
   const withOrder = keys ? [...new Set<K | "updatedAt" | "key">([...keys, "updatedAt", "key"])] : undefined;
   const parts = groups.flat().map((f) => listPart(f, withOrder));
   if (parts.length === 0) return [];
-  const results = (await selectUnion(env.DB, parts)) as Array<
-    Array<Pick<SessionRow, K | "updatedAt" | "key">>
+  // Every database answers every listing (each select bounded by the listing's limit), and the
+  // answers merge: the newest `limit` of the union are the newest `limit` overall, and each
+  // database pages from the same (updatedAt, key) cursor, so pages are exact across databases.
+  const answers = (await readEach(env, (db) => selectUnion(db, parts))) as Array<
+    Array<Array<Pick<SessionRow, K | "updatedAt" | "key">>>
   >;
   let next = 0;
   return groups.map((group, i) => {
+    const first = next;
+    next += group.length;
     // Each select is index-ordered; sorted again here, as a union promises no order (the
     // rows are in order already, so this costs one pass).
-    const rows = group.flatMap(() => results[next++] ?? []).sort(newestFirst);
-    return group.length === 1 ? rows : rows.slice(0, filters[i]?.limit ?? rows.length);
+    const rows = answers.flatMap((results) => results.slice(first, next).flat()).sort(newestFirst);
+    const limit = filters[i]?.limit ?? rows.length;
+    return rows.length > limit ? rows.slice(0, limit) : rows;
   });
 }
 
@@ -285,14 +309,20 @@ function listPart(f: SessionListFilter, keys: readonly string[] | undefined): Se
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-export function insertRunStatement(env: Env, run: typeof schema.runs.$inferInsert): D1PreparedStatement {
-  return statement(env, insertQuery(schema.runs, run, "nothing"));
+export function insertRunStatement(
+  db: D1Database,
+  run: typeof schema.runs.$inferInsert,
+): D1PreparedStatement {
+  return statement(db, insertQuery(schema.runs, run, "nothing"));
 }
 
 /** Creates the run row if missing and marks it running (one statement, idempotent). */
-export function startRunStatement(env: Env, run: typeof schema.runs.$inferInsert & { startedAt: number }) {
+export function startRunStatement(
+  db: D1Database,
+  run: typeof schema.runs.$inferInsert & { startedAt: number },
+) {
   return statement(
-    env,
+    db,
     insertQuery(
       schema.runs,
       { ...run, status: "running" },
@@ -302,15 +332,24 @@ export function startRunStatement(env: Env, run: typeof schema.runs.$inferInsert
 }
 
 export function updateRunStatement(
-  env: Env,
+  db: D1Database,
   runId: string,
   fields: Partial<Omit<typeof schema.runs.$inferInsert, "runId">>,
 ): D1PreparedStatement {
-  return statement(env, updateQuery(schema.runs, fields, { column: schema.runs.runId, value: runId }));
+  return statement(db, updateQuery(schema.runs, fields, { column: schema.runs.runId, value: runId }));
 }
 
+/**
+ * A run's row: from the database its id names (keys/run-id.ts), else (an id made from a seed
+ * alone, by a tool, a job or an idempotency key) from whichever database holds it.
+ */
 export async function getRun(env: Env, runId: string): Promise<RunRow | undefined> {
-  return database(env).select().from(schema.runs).where(eq(schema.runs.runId, runId)).get();
+  const read = (db: D1Database) =>
+    database(db).select().from(schema.runs).where(eq(schema.runs.runId, runId)).get();
+  const named = databaseOfRun(env, runId);
+  const row = named ? await read(named) : undefined;
+  if (row || allDatabases(env).length === 1) return row;
+  return firstOf(env, (db) => (db === named ? Promise.resolve(undefined) : read(db)));
 }
 
 /**
@@ -337,34 +376,37 @@ export async function listRuns(
     where.push(`(${c} < ? or (${c} = ? and ${id} < ?))`);
     params.push(f.cursor.createdAt, f.cursor.createdAt, f.cursor.runId);
   }
-  return selectRows(
-    env.DB,
-    r,
-    `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(r, "createdAt")} desc, ${col(r, "runId")} desc limit ?`,
-    [...params, f.limit],
-  );
+  const read = (db: D1Database) =>
+    selectRows(
+      db,
+      r,
+      `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(r, "createdAt")} desc, ${col(r, "runId")} desc limit ?`,
+      [...params, f.limit],
+    );
+  if (f.sessionKey) return read(databaseOfKey(env, f.sessionKey));
+  return mergeNewest(await readEach(env, read), (x) => x.runId, f.limit);
 }
 
 export async function getRunByIdempotencyKey(env: Env, key: string): Promise<RunRow | undefined> {
-  return database(env).select().from(schema.runs).where(eq(schema.runs.idempotencyKey, key)).get();
+  return firstOf(env, (db) =>
+    database(db).select().from(schema.runs).where(eq(schema.runs.idempotencyKey, key)).get(),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
 // Deliveries
 
 export async function getDelivery(env: Env, deliveryId: string): Promise<DeliveryRow | undefined> {
-  return database(env)
-    .select()
-    .from(schema.deliveries)
-    .where(eq(schema.deliveries.deliveryId, deliveryId))
-    .get();
+  return firstOf(env, (db) =>
+    database(db).select().from(schema.deliveries).where(eq(schema.deliveries.deliveryId, deliveryId)).get(),
+  );
 }
 
 export function insertDeliveryStatement(
-  env: Env,
+  db: D1Database,
   row: typeof schema.deliveries.$inferInsert,
 ): D1PreparedStatement {
-  return statement(env, insertQuery(schema.deliveries, row, "nothing"));
+  return statement(db, insertQuery(schema.deliveries, row, "nothing"));
 }
 
 /**
@@ -372,7 +414,7 @@ export function insertDeliveryStatement(
  * late attempt can settle before the run's finalize batch), else its state updated.
  */
 export function recordDeliveryStatement(
-  env: Env,
+  db: D1Database,
   row: typeof schema.deliveries.$inferInsert,
   state: Pick<
     typeof schema.deliveries.$inferInsert,
@@ -380,7 +422,7 @@ export function recordDeliveryStatement(
   >,
 ): D1PreparedStatement {
   return statement(
-    env,
+    db,
     insertQuery(
       schema.deliveries,
       { ...row, ...state },
@@ -410,35 +452,60 @@ export async function listDeliveries(
       ),
     );
   }
-  return database(env)
-    .select()
-    .from(d)
-    .where(and(...where))
-    .orderBy(desc(d.createdAt), desc(d.deliveryId))
-    .limit(f.limit)
-    .all();
+  const read = (db: D1Database) =>
+    database(db)
+      .select()
+      .from(d)
+      .where(and(...where))
+      .orderBy(desc(d.createdAt), desc(d.deliveryId))
+      .limit(f.limit)
+      .all();
+  if (f.sessionKey) return read(databaseOfKey(env, f.sessionKey));
+  return mergeNewest(await readEach(env, read), (x) => x.deliveryId, f.limit);
 }
 
 /** Deliveries still owed whose next attempt is overdue (the cron backstop for lost alarms). */
 export async function overdueDeliveries(env: Env, before: number, limit: number): Promise<DeliveryRow[]> {
   const d = schema.deliveries;
-  return database(env)
-    .select()
-    .from(d)
-    .where(and(inArray(d.status, ["pending", "retrying"]), lt(d.nextAttemptAt, before)))
-    .limit(limit)
-    .all();
+  const found = await readEach(env, (db) =>
+    database(db)
+      .select()
+      .from(d)
+      .where(and(inArray(d.status, ["pending", "retrying"]), lt(d.nextAttemptAt, before)))
+      .limit(limit)
+      .all(),
+  );
+  return found.flat();
+}
+
+/**
+ * The newest `limit` of several databases' pages, each ordered by (createdAt, id) descending: a
+ * page from the same keyset cursor in each, so the merged page is the one a single database
+ * holding all rows would answer.
+ */
+export function mergeNewest<T extends { createdAt: number }>(
+  pages: T[][],
+  idOf: (row: T) => string,
+  limit: number,
+): T[] {
+  if (pages.length === 1) return pages[0] ?? [];
+  const rows = pages.flat();
+  rows.sort((a, b) => b.createdAt - a.createdAt || (idOf(a) < idOf(b) ? 1 : idOf(a) > idOf(b) ? -1 : 0));
+  return rows.length > limit ? rows.slice(0, limit) : rows;
 }
 
 /** Runs left queued/running for a while: their actor is nudged by cron in case an alarm was lost. */
 export async function staleActiveRuns(env: Env, before: number, limit: number) {
   const r = schema.runs;
-  return database(env)
-    .select({ runId: r.runId, sessionKey: r.sessionKey })
-    .from(r)
-    .where(and(inArray(r.status, ["queued", "running"]), lt(r.createdAt, before)))
-    .limit(limit)
-    .all();
+  const found = await readEach(env, (db) =>
+    database(db)
+      .select({ runId: r.runId, sessionKey: r.sessionKey })
+      .from(r)
+      .where(and(inArray(r.status, ["queued", "running"]), lt(r.createdAt, before)))
+      .limit(limit)
+      .all(),
+  );
+  return found.flat();
 }
 
 /**
@@ -452,26 +519,29 @@ export async function archiveIdleSubagents(
   limit: number,
 ): Promise<string[]> {
   const s = schema.sessions;
-  const due = await database(env)
-    .select({ key: s.key })
-    .from(s)
-    .where(
-      and(isNotNull(s.spawnedBy), isNull(s.archivedAt), lt(s.updatedAt, before), eq(s.runStatus, "idle")),
-    )
-    .limit(limit)
-    .all();
-  if (due.length === 0) return [];
-  const keys = due.map((d) => d.key);
-  await database(env).update(s).set({ archivedAt: now }).where(inArray(s.key, keys)).run();
-  return keys;
+  const archived = await readEach(env, async (d1) => {
+    const due = await database(d1)
+      .select({ key: s.key })
+      .from(s)
+      .where(
+        and(isNotNull(s.spawnedBy), isNull(s.archivedAt), lt(s.updatedAt, before), eq(s.runStatus, "idle")),
+      )
+      .limit(limit)
+      .all();
+    if (due.length === 0) return [];
+    const keys = due.map((d) => d.key);
+    await database(d1).update(s).set({ archivedAt: now }).where(inArray(s.key, keys)).run();
+    return keys;
+  });
+  return archived.flat();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Inbound dedupe
 
 export function recordInboundStatement(
-  env: Env,
+  db: D1Database,
   row: typeof schema.inbound.$inferInsert,
 ): D1PreparedStatement {
-  return statement(env, insertQuery(schema.inbound, row, "nothing"));
+  return statement(db, insertQuery(schema.inbound, row, "nothing"));
 }

@@ -4,7 +4,8 @@
  * keys/run-id.ts) and the records D1 kept refusing (`dead_records`, RPC `records.dead`).
  */
 import { and, desc, eq, lt, or } from "drizzle-orm";
-import { database, type SessionRow, statement } from "./queries";
+import { databaseOfKey, databaseOfRun, readEach } from "./placement";
+import { database, mergeNewest, type SessionRow, statement } from "./queries";
 import * as schema from "./schema";
 import { insertQuery } from "./writes";
 
@@ -13,7 +14,7 @@ import { insertQuery } from "./writes";
  * in one round trip.
  */
 export async function bindSessionKey(env: Env, key: string, prefix: string): Promise<SessionRow | undefined> {
-  const db = database(env);
+  const db = database(databaseOfKey(env, key));
   const [, rows] = await db.batch([
     db.insert(schema.runPrefixes).values({ prefix, sessionKey: key }).onConflictDoNothing(),
     db.select().from(schema.sessions).where(eq(schema.sessions.key, key)).limit(1),
@@ -21,9 +22,14 @@ export async function bindSessionKey(env: Env, key: string, prefix: string): Pro
   return rows[0];
 }
 
-/** The session keys whose run ids start with `prefix` (one, but for a hash collision). */
+/**
+ * The session keys whose run ids start with `prefix` (one, but for a hash collision), from the
+ * database the prefix names (a key's prefix is registered in its own database).
+ */
 export async function keysOfRunPrefix(env: Env, prefix: string): Promise<string[]> {
-  const rows = await database(env)
+  const db = databaseOfRun(env, prefix);
+  if (!db) return [];
+  const rows = await database(db)
     .select({ sessionKey: schema.runPrefixes.sessionKey })
     .from(schema.runPrefixes)
     .where(eq(schema.runPrefixes.prefix, prefix))
@@ -34,8 +40,8 @@ export async function keysOfRunPrefix(env: Env, prefix: string): Promise<string[
 
 export type DeadRecordRow = typeof schema.deadRecords.$inferSelect;
 
-export function insertDeadRecordStatement(env: Env, row: DeadRecordRow): D1PreparedStatement {
-  return statement(env, insertQuery(schema.deadRecords, row, "nothing"));
+export function insertDeadRecordStatement(db: D1Database, row: DeadRecordRow): D1PreparedStatement {
+  return statement(db, insertQuery(schema.deadRecords, row, "nothing"));
 }
 
 /** Dead records, newest first, keyset-paged on (createdAt, runId). */
@@ -45,23 +51,28 @@ export async function listDeadRecords(
 ): Promise<DeadRecordRow[]> {
   const d = schema.deadRecords;
   const c = f.cursor;
-  return database(env)
-    .select()
-    .from(d)
-    .where(
-      c
-        ? or(lt(d.createdAt, c.createdAt), and(eq(d.createdAt, c.createdAt), lt(d.runId, c.runId)))
-        : undefined,
-    )
-    .orderBy(desc(d.createdAt), desc(d.runId))
-    .limit(f.limit)
-    .all();
+  const pages = await readEach(env, (db) =>
+    database(db)
+      .select()
+      .from(d)
+      .where(
+        c
+          ? or(lt(d.createdAt, c.createdAt), and(eq(d.createdAt, c.createdAt), lt(d.runId, c.runId)))
+          : undefined,
+      )
+      .orderBy(desc(d.createdAt), desc(d.runId))
+      .limit(f.limit)
+      .all(),
+  );
+  return mergeNewest(pages, (r) => r.runId, f.limit);
 }
 
 /** How many dead records there are (the operator's `status`). */
 export async function countDeadRecords(env: Env): Promise<number> {
-  const row = await env.DB.prepare(`select count(*) as n from "dead_records"`).first<{ n: number }>();
-  return row?.n ?? 0;
+  const counts = await readEach(env, (db) =>
+    db.prepare(`select count(*) as n from "dead_records"`).first<{ n: number }>(),
+  );
+  return counts.reduce((sum, row) => sum + (row?.n ?? 0), 0);
 }
 
 /**
@@ -70,7 +81,7 @@ export async function countDeadRecords(env: Env): Promise<number> {
  * row never reached D1. One statement.
  */
 export function startQueuedRunStatement(
-  env: Env,
+  db: D1Database,
   run: Pick<
     typeof schema.runs.$inferInsert,
     "runId" | "sessionKey" | "sessionId" | "trigger" | "createdAt" | "deliver" | "idempotencyKey"
@@ -78,21 +89,23 @@ export function startQueuedRunStatement(
     startedAt: number;
   },
 ): D1PreparedStatement {
-  return env.DB.prepare(
-    `insert into "runs" ("run_id", "session_key", "session_id", "trigger", "status", "created_at", "started_at", "deliver", "idempotency_key")
+  return db
+    .prepare(
+      `insert into "runs" ("run_id", "session_key", "session_id", "trigger", "status", "created_at", "started_at", "deliver", "idempotency_key")
      values (?, ?, ?, ?, 'running', ?, ?, ?, ?)
      on conflict ("run_id") do update set "status" = 'running', "started_at" = excluded."started_at"
      where "runs"."status" = 'queued'`,
-  ).bind(
-    run.runId,
-    run.sessionKey,
-    run.sessionId,
-    run.trigger,
-    run.createdAt,
-    run.startedAt,
-    run.deliver ? 1 : 0,
-    run.idempotencyKey ?? null,
-  );
+    )
+    .bind(
+      run.runId,
+      run.sessionKey,
+      run.sessionId,
+      run.trigger,
+      run.createdAt,
+      run.startedAt,
+      run.deliver ? 1 : 0,
+      run.idempotencyKey ?? null,
+    );
 }
 
 /**
@@ -100,30 +113,32 @@ export function startQueuedRunStatement(
  * session/records.ts): created ended when no row exists, or its end set on the row there is.
  * The end is final, so a late write of it is as right as an early one. One statement.
  */
-export function endedRunStatement(env: Env, run: typeof schema.runs.$inferInsert): D1PreparedStatement {
-  return env.DB.prepare(
-    `insert into "runs" ("run_id", "session_key", "session_id", "trigger", "status", "created_at", "started_at",
+export function endedRunStatement(db: D1Database, run: typeof schema.runs.$inferInsert): D1PreparedStatement {
+  return db
+    .prepare(
+      `insert into "runs" ("run_id", "session_key", "session_id", "trigger", "status", "created_at", "started_at",
        "ended_at", "error", "reply", "usage", "model", "deliver", "delivered", "idempotency_key")
      values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
      on conflict ("run_id") do update set "status" = excluded."status",
        "started_at" = coalesce(excluded."started_at", "runs"."started_at"), "ended_at" = excluded."ended_at",
        "error" = excluded."error", "reply" = excluded."reply", "usage" = excluded."usage",
        "model" = excluded."model", "delivered" = excluded."delivered"`,
-  ).bind(
-    run.runId,
-    run.sessionKey,
-    run.sessionId,
-    run.trigger,
-    run.status,
-    run.createdAt,
-    run.startedAt ?? null,
-    run.endedAt ?? null,
-    run.error ?? null,
-    run.reply ?? null,
-    run.usage === undefined || run.usage === null ? null : JSON.stringify(run.usage),
-    run.model ?? null,
-    run.deliver ? 1 : 0,
-    run.delivered === undefined || run.delivered === null ? null : run.delivered ? 1 : 0,
-    run.idempotencyKey ?? null,
-  );
+    )
+    .bind(
+      run.runId,
+      run.sessionKey,
+      run.sessionId,
+      run.trigger,
+      run.status,
+      run.createdAt,
+      run.startedAt ?? null,
+      run.endedAt ?? null,
+      run.error ?? null,
+      run.reply ?? null,
+      run.usage === undefined || run.usage === null ? null : JSON.stringify(run.usage),
+      run.model ?? null,
+      run.deliver ? 1 : 0,
+      run.delivered === undefined || run.delivered === null ? null : run.delivered ? 1 : 0,
+      run.idempotencyKey ?? null,
+    );
 }

@@ -332,3 +332,19 @@ export const accessRefusals = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.channel, t.reason] })],
 );
+
+/**
+ * The list of D1 bindings (`storage.d1`, SPEC §19) a database's rows were placed with, kept in
+ * each database (one row): a start with another list is refused until `switchboard storage
+ * rebalance` moved the sessions (db/placement-check.ts), and the rebalance's progress (the
+ * list it moves to, and the row counts it started from, which its verify step compares).
+ */
+export const storagePlacement = sqliteTable("storage_placement", {
+  id: integer("id").primaryKey(),
+  databases: text("databases", { mode: "json" }).$type<string[]>().notNull(),
+  /** While a rebalance runs (in the home database): the list it moves to. */
+  movingTo: text("moving_to", { mode: "json" }).$type<string[]>(),
+  /** The row counts, per table, over all databases when the rebalance began. */
+  counts: text("counts", { mode: "json" }).$type<Record<string, number>>(),
+  updatedAt: integer("updated_at").notNull(),
+});

@@ -1,7 +1,7 @@
 /**
  * The reads of one page of a session listing (SPEC §6 `sessions_list`, §17 `sessions.list`):
  * the union of index-bound scopes with the same filters and keyset cursor, in one D1 round
- * trip, merged newest `updatedAt` first; and, when asked for, the page's newest messages, for
+ * trip per database, merged newest `updatedAt` first; and, when asked for, the page's newest messages, for
  * the whole page with one more query. The rows are shaped by views/session-page.ts.
  */
 import type { TranscriptMessage } from "../transcript/message";
@@ -43,7 +43,7 @@ export async function readSessionPage(
   // One row more than the page tells whether more follow.
   const base: SessionListFilter = { ...filter, limit: filter.limit + 1 };
   // A scope for another agent than the one asked for selects nothing: skip its query.
-  // All of them in one D1 round trip.
+  // All of them in one D1 round trip per database.
   const results = await listSessionsBatch(
     env,
     scopes
@@ -65,12 +65,7 @@ export async function readSessionPage(
   // Every row's messages in one round trip, not one query per row (up to 200 of them).
   const messages =
     messageLimit > 0
-      ? await recentMessagesOf(
-          env,
-          rows.map((row) => row.sessionId),
-          messageLimit,
-          { excludeToolResults: true },
-        )
+      ? await recentMessagesOf(env, rows, messageLimit, { excludeToolResults: true })
       : undefined;
   return { rows, more: merged.length > filter.limit, ...(messages ? { messages } : {}) };
 }

@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { ConfigError, loadConfig } from "../config/load";
+import { checkPlacement, StorageListChangedError } from "../db/placement-check";
 import { connectors } from "../routes/connectors";
 import { hooks } from "../routes/hooks";
 import { inbound } from "../routes/inbound";
@@ -18,7 +19,24 @@ import { VERSION } from "../version";
 import { limitBody } from "./body-limit";
 import { ApiError, errorBody, INVALID_CONFIG_MESSAGE } from "./errors";
 
+/** The RPC methods that serve while the databases are placed with another list: they fix it. */
+const REBALANCE_PATHS = new Set(["/rpc/storage.rebalance", "/rpc/storage.verify"]);
+
 export const app = new Hono<{ Bindings: Env }>()
+  // Nothing is served from databases placed with another `storage.d1` (SPEC §19).
+  .use("*", async (c, next) => {
+    if (!REBALANCE_PATHS.has(c.req.path)) {
+      loadConfig(c.env);
+      try {
+        await checkPlacement(c.env);
+      } catch (error) {
+        if (!(error instanceof StorageListChangedError)) throw error;
+        console.error(error.message);
+        throw new ApiError("UNAVAILABLE", error.message);
+      }
+    }
+    await next();
+  })
   .get("/healthz", (c) => {
     // A gateway with an invalid config is not healthy: this answers the generic 500.
     loadConfig(c.env);

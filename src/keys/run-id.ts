@@ -8,6 +8,8 @@
  * Pure: no I/O (a WebCrypto digest of the seed).
  */
 
+import { fnv1a32 } from "../hash";
+
 const encoder = new TextEncoder();
 
 async function digest(input: string): Promise<Uint8Array> {
@@ -34,16 +36,14 @@ function uuidOf(bytes: Uint8Array): string {
  * sessions are asked about a run id), and synchronous, so it costs a message no WebCrypto call.
  */
 function keyHash(key: string): Uint8Array {
-  let a = 0x811c9dc5;
   let b = 0x050c5d1f;
   for (let i = 0; i < key.length; i++) {
-    const c = key.charCodeAt(i);
-    a = Math.imul(a ^ c, 0x01000193);
-    b = Math.imul(b ^ c, 0x01000193);
+    b = Math.imul(b ^ key.charCodeAt(i), 0x01000193);
     b ^= b >>> 13;
   }
   const out = new Uint8Array(8);
-  new DataView(out.buffer).setUint32(0, a >>> 0);
+  // The first 32 bits are the key's FNV-1a: db/placement.ts picks the session's database from them.
+  new DataView(out.buffer).setUint32(0, fnv1a32(key));
   new DataView(out.buffer).setUint32(4, b >>> 0);
   return out;
 }

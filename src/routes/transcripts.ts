@@ -39,7 +39,7 @@ export const transcripts = new Hono<{ Bindings: Env }>().get(
           controller.enqueue(encoder.encode(`${JSON.stringify(header)}\n`));
           return;
         }
-        const page = await messagesAfter(env, sessionId, after, PAGE);
+        const page = await messagesAfter(env, owner.sessionKey, sessionId, after, PAGE);
         if (page.length === 0) {
           controller.close();
           return;

@@ -61,7 +61,11 @@ export class SessionActor extends DurableObject<Env> {
     this.queue = new RunQueue(ctx.storage.sql);
     const context = new ContextStore(ctx.storage.sql, this.store);
     this.records = withContextCopy(
-      d1Records(() => this.env, new RecordsJournal(ctx.storage.sql)),
+      d1Records(
+        () => this.env,
+        () => this.store.kvGet("key") ?? undefined,
+        new RecordsJournal(ctx.storage.sql),
+      ),
       context,
     );
     this.outbox = new DeliveryOutbox(

@@ -31,9 +31,9 @@ export function readable(row: JournalRow): DeferredRecord | DurableDocumentError
 }
 
 /** An unreadable journal row kept in `dead_records` as stored (under an id of its own). */
-export function unreadableStatement(e: Env, row: JournalRow, error: Error): D1PreparedStatement {
+export function unreadableStatement(db: D1Database, row: JournalRow, error: Error): D1PreparedStatement {
   console.error(`deferred record ${row.id} cannot be read; dead-lettered: ${error.message}`);
-  return insertDeadRecordStatement(e, {
+  return insertDeadRecordStatement(db, {
     runId: `unreadable:${crypto.randomUUID()}`,
     sessionKey: "(unknown)",
     error: error.message,
@@ -52,8 +52,8 @@ export function isUniqueViolation(error: unknown): boolean {
 }
 
 /** The entry as its D1 row: closed (`expiredAt`) once its expiry has passed, as the sweep writes it. */
-export function sessionStatement(e: Env, entry: SessionRow): D1PreparedStatement {
-  return upsertSessionStatement(e, { ...entry, expiredAt: closedAt(entry, Date.now()) });
+export function sessionStatement(db: D1Database, entry: SessionRow): D1PreparedStatement {
+  return upsertSessionStatement(db, { ...entry, expiredAt: closedAt(entry, Date.now()) });
 }
 
 /**
@@ -61,7 +61,7 @@ export function sessionStatement(e: Env, entry: SessionRow): D1PreparedStatement
  * a later write, it must not move the entry back.
  */
 export function recordStatements(
-  e: Env,
+  db: D1Database,
   a: DeferredRecord,
   entry: "write" | "unless-newer" | "skip",
 ): D1PreparedStatement[] {
@@ -69,33 +69,33 @@ export function recordStatements(
   // A run whose end was folded in too is written once, as it ended.
   const ended = TERMINAL.has(run.status);
   const runStatement = ended
-    ? endedRunStatement(e, run)
-    : startQueuedRunStatement(e, { ...run, startedAt: run.startedAt ?? run.createdAt });
+    ? endedRunStatement(db, run)
+    : startQueuedRunStatement(db, { ...run, startedAt: run.startedAt ?? run.createdAt });
   const statements =
     a.kind === "started"
       ? [
           // Applied late, it never moves a run that has ended back to running.
           runStatement,
-          ...appendMessageStatements(e, run.sessionId, starting ?? []),
+          ...appendMessageStatements(db, run.sessionId, starting ?? []),
         ]
       : [
           ...(a.newTranscript === false
             ? []
-            : [recordTranscriptStatement(e, run.sessionId, a.entry.key, run.createdAt)]),
+            : [recordTranscriptStatement(db, run.sessionId, a.entry.key, run.createdAt)]),
           // Applied late, neither moves a run that has ended back: the accept is insert only,
           // and a start folded into it (perhaps into a later message merged into the run, whose
           // row exists already) moves the run from queued to running only.
-          starting || ended ? runStatement : insertRunStatement(e, run),
-          ...(starting ? appendMessageStatements(e, run.sessionId, starting) : []),
+          starting || ended ? runStatement : insertRunStatement(db, run),
+          ...(starting ? appendMessageStatements(db, run.sessionId, starting) : []),
         ];
-  if (entry === "write") statements.unshift(sessionStatement(e, a.entry));
+  if (entry === "write") statements.unshift(sessionStatement(db, a.entry));
   if (entry === "unless-newer")
     statements.unshift(
-      upsertSessionUnlessNewerStatement(e, { ...a.entry, expiredAt: closedAt(a.entry, Date.now()) }),
+      upsertSessionUnlessNewerStatement(db, { ...a.entry, expiredAt: closedAt(a.entry, Date.now()) }),
     );
   if (inbound && a.kind !== "started") {
     statements.push(
-      recordInboundStatement(e, {
+      recordInboundStatement(db, {
         ...inbound,
         sessionKey: a.entry.key,
         sessionId: run.sessionId,

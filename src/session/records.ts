@@ -16,6 +16,7 @@
  */
 
 import { appendMessageStatements, turnContextRows } from "../db/messages";
+import { databaseOfKey } from "../db/placement";
 import {
   deleteSessionRows,
   insertDeliveryStatement,
@@ -135,11 +136,23 @@ export interface ActorRecords {
 }
 
 /**
- * The records as D1 writes. `env` is read per call (tests rewire an actor's bindings).
+ * The records as D1 writes, to the database of the actor's key (db/placement.ts). `env` and
+ * `key` are read per call (tests rewire an actor's bindings; the key is known once bound).
  * `runAccepted({ behind: true })` adds to the journal before its first await, so a caller's
  * synchronous step holds it.
  */
-export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords {
+export function d1Records(
+  env: () => Env,
+  key: () => string | undefined,
+  journal: RecordsJournal,
+): ActorRecords {
+  /** The database of this actor's session: every record it writes goes there. */
+  function database(): D1Database {
+    const bound = key();
+    if (bound === undefined) throw new Error("records written before the actor knows its key");
+    return databaseOfKey(env(), bound);
+  }
+
   /** The write carrying journal rows, while in flight: later writes wait for it. */
   let carrying: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
@@ -152,7 +165,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
    * body as stored, so it never holds up the actor's other records.
    */
   function journalStatements(
-    e: Env,
+    e: D1Database,
     rows: readonly JournalRow[],
     entryLater = false,
     ending?: RunEnding,
@@ -197,7 +210,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     ending?: RunEnding,
   ): Promise<void> {
     while (carrying) await carrying.catch(() => {});
-    const e = env();
+    const e = database();
     // `statements` and the run's end, unless the end rides on the run's carried records.
     const alone = ending ? [...statements, ending.update] : statements;
     // The whole journal goes first, CARRY_MAX rows a batch, `statements` with the last: what
@@ -243,7 +256,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
    * is dead-lettered (`dead_records`, with D1's answers), unless D1 refuses the dead letter
    * too: then D1 is down, not the row, and the row waits. Stops at a row D1 refuses whole.
    */
-  async function isolate(e: Env): Promise<void> {
+  async function isolate(e: D1Database): Promise<void> {
     for (const row of journal.all().slice(0, CARRY_MAX)) {
       const record = readable(row);
       const statements =
@@ -273,7 +286,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
   }
 
   /** Keeps a row D1 keeps refusing in `dead_records`; false when D1 refuses that too. */
-  async function deadLetter(e: Env, row: JournalRow, refused: string[], of: number): Promise<boolean> {
+  async function deadLetter(e: D1Database, row: JournalRow, refused: string[], of: number): Promise<boolean> {
     const record = readable(row);
     const accepted =
       record instanceof Error
@@ -348,7 +361,8 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     },
     turnContext: async (sessionId, limit) => {
       await flushed();
-      return turnContextRows(env(), sessionId, limit);
+      const bound = key();
+      return bound === undefined ? { messages: [] } : turnContextRows(env(), bound, sessionId, limit);
     },
     spawnedChildren: async (key) => {
       await flushed();
@@ -361,7 +375,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
         schedule();
         return;
       }
-      await write(recordStatements(env(), accepted, "write"));
+      await write(recordStatements(database(), accepted, "write"));
     },
 
     async runStarted({ run, entry, messages, behind }) {
@@ -385,7 +399,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
         schedule();
         return;
       }
-      const e = env();
+      const e = database();
       await write(
         [
           startRunStatement(e, run),
@@ -397,11 +411,11 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     },
 
     async messagesAppended(sessionId, messages) {
-      await write(appendMessageStatements(env(), sessionId, messages));
+      await write(appendMessageStatements(database(), sessionId, messages));
     },
 
     async runFinished({ runId, sessionId, messages, delivery, end, entry }) {
-      const e = env();
+      const e = database();
       // A run whose records are still in the journal (a quick one) has its end written with
       // them: its row is written once, as it ended. Not stored: a finalize that did not reach
       // D1 is made again.
@@ -418,12 +432,12 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
 
     async runsEnded(runIds, end) {
       if (!runIds.length) return;
-      const e = env();
+      const e = database();
       await write(runIds.map((runId) => updateRunStatement(e, runId, end)));
     },
 
     async sessionStarted(entry, at) {
-      const e = env();
+      const e = database();
       await write(
         [sessionStatement(e, entry), recordTranscriptStatement(e, entry.sessionId, entry.key, at)],
         true,
@@ -431,7 +445,7 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     },
 
     async entryPatched(entry) {
-      const e = env();
+      const e = database();
       try {
         await write([sessionStatement(e, entry)], true);
         return "ok";
@@ -455,17 +469,17 @@ export function d1Records(env: () => Env, journal: RecordsJournal): ActorRecords
     },
 
     async deliveryQueued(delivery) {
-      const e = env();
+      const e = database();
       await write([insertDeliveryStatement(e, delivery)]);
     },
 
     async deliveryAttempted(payload, state) {
-      const e = env();
+      const e = database();
       await write([recordDeliveryStatement(e, deliveryRow(payload), state)]);
     },
 
     async deliveryRequeued(payload, at) {
-      const e = env();
+      const e = database();
       const state = { status: "pending", attempts: 0, updatedAt: at, nextAttemptAt: at, deliveredAt: null };
       await write([recordDeliveryStatement(e, deliveryRow(payload), state)]);
     },

@@ -189,7 +189,7 @@ export const sessionsHistoryTool = defineTool({
         const { row, page } = await sessionWithHistoryPage(ctx.env, key, opts);
         return { row, extra: page };
       },
-      byRow: (row) => historyPage(ctx.env, row.sessionId, opts),
+      byRow: (row) => historyPage(ctx.env, row.key, row.sessionId, opts),
     });
     if ("status" in target) return target;
     const { row, displayKey, extra: page } = target;

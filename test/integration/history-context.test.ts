@@ -15,7 +15,7 @@ describe("a turn's context", () => {
     restore = world.restore;
     const key = "agent:main:seeded-context";
     const [row] = await seedSessions([sessionRow({ key, agentId: "main" })]);
-    await appendMessages(env, row!.sessionId, transcriptMessages("seed", 6));
+    await appendMessages(env, key, row!.sessionId, transcriptMessages("seed", 6));
     await withActorConfig(key, { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS });
 
     const ack = await rpc<{ runId: string; sessionId: string }>("agent", {
@@ -47,7 +47,7 @@ describe("a turn's context", () => {
     });
     const newer = transcriptMessages("new", 6, { start: 1_700_000_200_000 });
     // Two compactions: the latest keeps old-9 and old-10, then six newer messages follow.
-    await appendMessages(env, row!.sessionId, [
+    await appendMessages(env, key, row!.sessionId, [
       ...older.slice(0, 6),
       compaction(1, "old-5"),
       ...older.slice(6),

@@ -1,5 +1,6 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { databaseOfKey } from "../../src/db/placement";
 import { database } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { type RpcAnswer, seedSessions, sessionRow } from "./rpc-support";
@@ -36,7 +37,8 @@ describe("runs.list", () => {
   type Payload = { runs: Array<Record<string, unknown>>; nextCursor?: string };
 
   it("lists a session's runs newest first (ties by runId), without null fields", async () => {
-    for (const row of rows) await database(env).insert(schema.runs).values(row).run();
+    for (const row of rows)
+      await database(databaseOfKey(env, row.sessionKey)).insert(schema.runs).values(row).run();
     const res = await rpc<Payload>("runs.list", { sessionKey: keyA });
     expect(res.status).toBe(200);
     expect(res.payload.runs.map((r) => r.runId)).toEqual(["rl-a-4", "rl-a-3", "rl-a-2", "rl-a-1"]);

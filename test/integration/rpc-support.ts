@@ -3,7 +3,15 @@ import { createExecutionContext, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { appendMessages } from "../../src/db/messages";
-import { database, recordTranscript, type SessionRow, upsertSession } from "../../src/db/queries";
+import { databaseOfKey } from "../../src/db/placement";
+import {
+  database,
+  getSessionBySessionId,
+  recordTranscript,
+  type SessionRow,
+  transcriptOwner,
+  upsertSession,
+} from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
@@ -132,14 +140,18 @@ export function transcriptMessages(
 
 /** Appends messages to a transcript in chunks (each append is one D1 batch). */
 export async function seedMessages(sessionId: string, messages: TranscriptMessage[]): Promise<void> {
+  // The transcript's rows live in its session's database.
+  const key =
+    (await transcriptOwner(env, sessionId))?.sessionKey ?? (await getSessionBySessionId(env, sessionId))?.key;
+  if (!key) throw new Error(`seedMessages: no session or transcript has sessionId ${sessionId}`);
   for (let i = 0; i < messages.length; i += 100)
-    await appendMessages(env, sessionId, messages.slice(i, i + 100));
+    await appendMessages(env, key, sessionId, messages.slice(i, i + 100));
 }
 
 /** Writes delivery rows straight to D1. */
 export async function seedDeliveries(rows: Array<typeof schema.deliveries.$inferInsert>): Promise<void> {
-  const db = database(env);
-  for (const row of rows) await db.insert(schema.deliveries).values(row).run();
+  for (const row of rows)
+    await database(databaseOfKey(env, row.sessionKey)).insert(schema.deliveries).values(row).run();
 }
 
 /** Gives one actor instance another config (DOs always read the global test env otherwise). */

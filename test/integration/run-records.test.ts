@@ -7,6 +7,7 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
+import { databaseOfKey } from "../../src/db/placement";
 import { getSession, upsertSessionStatement, upsertSessionUnlessNewerStatement } from "../../src/db/queries";
 import { newSessionRow } from "../../src/session/entry";
 import {
@@ -357,19 +358,14 @@ describe("write-behind: a connector's message is recorded with its run's next wr
       1_000,
       "s-1",
     );
-    await env.DB.batch([upsertSessionStatement(env, { ...entry, updatedAt: 2_000, label: "newer" })]);
-    await env.DB.batch([
-      upsertSessionUnlessNewerStatement(env, { ...entry, updatedAt: 1_500, label: "older" }),
-    ]);
+    const db = databaseOfKey(env, key);
+    await db.batch([upsertSessionStatement(db, { ...entry, updatedAt: 2_000, label: "newer" })]);
+    await db.batch([upsertSessionUnlessNewerStatement(db, { ...entry, updatedAt: 1_500, label: "older" })]);
     expect((await getSession(env, key))?.label).toBe("newer");
-    await env.DB.batch([
-      upsertSessionUnlessNewerStatement(env, { ...entry, updatedAt: 2_500, label: "newest" }),
-    ]);
+    await db.batch([upsertSessionUnlessNewerStatement(db, { ...entry, updatedAt: 2_500, label: "newest" })]);
     expect((await getSession(env, key))?.label).toBe("newest");
     // As new as the stored one (the same admission, landing late): left alone.
-    await env.DB.batch([
-      upsertSessionUnlessNewerStatement(env, { ...entry, updatedAt: 2_500, label: "same" }),
-    ]);
+    await db.batch([upsertSessionUnlessNewerStatement(db, { ...entry, updatedAt: 2_500, label: "same" })]);
     expect((await getSession(env, key))?.label).toBe("newest");
   });
 });

@@ -4,6 +4,7 @@ import { parseConfig } from "../../src/config/load";
 import { runDueJobs } from "../../src/cron/jobs";
 import { runScheduled } from "../../src/cron/scheduled";
 import { lastJobRun } from "../../src/db/maintenance";
+import { homeDatabase } from "../../src/db/placement";
 import { database, getRun } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { rpcWithConfig } from "./rpc-support";
@@ -25,7 +26,7 @@ async function trigger(config: object, scheduledTime: number, times = 1) {
 }
 
 async function claims(jobId: string) {
-  const rows = await database(env).select().from(schema.jobRuns).all();
+  const rows = await database(homeDatabase(env)).select().from(schema.jobRuns).all();
   return rows.filter((r) => r.jobId === jobId).sort((a, b) => a.scheduledFor - b.scheduledFor);
 }
 
@@ -125,7 +126,7 @@ describe("scheduled jobs", () => {
   it("retries a claimed minute whose invocation stopped before its run was queued", async () => {
     const job = { id: "orphan", schedule: "0 3 * * *", timezone: "UTC", message: "orphaned" };
     const runId = crypto.randomUUID();
-    await database(env)
+    await database(homeDatabase(env))
       .insert(schema.jobRuns)
       .values({
         jobId: "orphan",

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
 import { applyRetention } from "../../src/cron/retention";
 import { runScheduled } from "../../src/cron/scheduled";
+import { databaseOfKey, homeDatabase } from "../../src/db/placement";
 import { database, recordTranscript } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import {
@@ -64,13 +65,12 @@ describe("transcript retention (session.retention.days)", () => {
       ...transcriptMessages("old", 3, { start: now - 8 * DAY }),
       ...transcriptMessages("new", 2, { start: now - DAY / 2 }),
     ]);
-    const db = database(env);
     for (const r of [
       run("r-old-ok", "ok", now - 8 * DAY),
       run("r-old-queued", "queued", now - 8 * DAY),
       run("r-new-ok", "ok", now - DAY / 2),
     ])
-      await db.insert(schema.runs).values(r).run();
+      await database(databaseOfKey(env, r.sessionKey)).insert(schema.runs).values(r).run();
     await seedDeliveries([
       delivery("d-old-delivered", "delivered", now - 8 * DAY),
       delivery("d-old-dead", "dead", now - 8 * DAY),
@@ -117,7 +117,7 @@ describe("transcript retention (session.retention.days)", () => {
 });
 
 async function runStatus() {
-  const rows = await database(env).select().from(schema.maintenance).all();
+  const rows = await database(homeDatabase(env)).select().from(schema.maintenance).all();
   return Object.fromEntries(rows.map((r) => [r.task, r])) as Record<
     string,
     { lastWork: unknown } | undefined

@@ -65,6 +65,7 @@ const DEFAULTS: Config = {
   commands: { owners: [] },
   cron: { jobs: [] },
   delivery: { maxAttempts: 8, baseDelayMs: 1000, maxDelayMs: 600_000 },
+  storage: { d1: ["DB"] },
 };
 
 const SPEC_EXAMPLE = `{
@@ -198,10 +199,31 @@ describe("parseConfig", () => {
   });
 });
 
+describe("storage", () => {
+  it("defaults to the one database DB and takes a list of D1 bindings", () => {
+    expect(parseConfig("{}").storage).toEqual({ d1: ["DB"] });
+    expect(parseConfig('{ storage: { d1: ["DB", "DB_1", "SHARD_2"] } }').storage.d1).toEqual([
+      "DB",
+      "DB_1",
+      "SHARD_2",
+    ]);
+  });
+
+  it("refuses an empty list, a repeated binding and a name wrangler cannot bind", () => {
+    expect(problemsOf("{ storage: { d1: [] } }")).toEqual(["config.storage.d1: must have at least 1 entry"]);
+    expect(problemsOf('{ storage: { d1: ["DB", "DB_1", "DB"] } }')).toEqual([
+      'config.storage.d1[2]: duplicate binding "DB" (already storage.d1[0])',
+    ]);
+    expect(problemsOf('{ storage: { d1: ["1DB"] } }')).toEqual([
+      "config.storage.d1[0]: must be a binding name (letters, digits, _; not starting with a digit)",
+    ]);
+  });
+});
+
 describe("config errors", () => {
   it("names unknown keys at every depth with the allowed keys", () => {
     expect(problemsOf("{ sesion: {} }")).toEqual([
-      "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery)",
+      "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery, storage)",
     ]);
     expect(problemsOf("{ session: { bogusKey: 1 } }")).toEqual([
       "config.session.bogusKey: unknown key (allowed: scope, dmScope, mainKey, timezone, identityLinks, caseSensitiveChannels, reset, idleMinutes, resetByType, resetByChannel, resetTriggers, sendPolicy, agentToAgent, queue, retention, writeBehind, store)",

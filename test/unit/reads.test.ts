@@ -7,6 +7,7 @@ import { env } from "cloudflare:workers";
 import { and, desc, eq, inArray, isNull, lt, ne, or } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { appendMessages, historyPage, sessionWithHistoryPage } from "../../src/db/messages";
+import { databaseOfKey, homeDatabase } from "../../src/db/placement";
 import { database, getSession, LISTED_COLUMNS, listSessions, listSessionsBatch } from "../../src/db/queries";
 import { MAX_BOUND_PARAMS, MAX_UNION_TERMS } from "../../src/db/reads";
 import * as schema from "../../src/db/schema";
@@ -39,7 +40,7 @@ describe("hand-written reads return what drizzle returns", () => {
   it("an entry by key, with JSON and boolean columns and nulls", async () => {
     const rows = await seed();
     for (const r of rows.slice(0, 4)) {
-      const viaDrizzle = await database(env).select().from(s).where(eq(s.key, r.key)).get();
+      const viaDrizzle = await database(homeDatabase(env)).select().from(s).where(eq(s.key, r.key)).get();
       expect(await getSession(env, r.key)).toEqual(viaDrizzle);
     }
     expect(await getSession(env, `${prefix}-missing`)).toBeUndefined();
@@ -48,7 +49,13 @@ describe("hand-written reads return what drizzle returns", () => {
   it("listing pages under every filter, in the same order", async () => {
     await seed();
     const drizzleList = (where: ReturnType<typeof and>, limit: number) =>
-      database(env).select().from(s).where(where).orderBy(desc(s.updatedAt), desc(s.key)).limit(limit).all();
+      database(homeDatabase(env))
+        .select()
+        .from(s)
+        .where(where)
+        .orderBy(desc(s.updatedAt), desc(s.key))
+        .limit(limit)
+        .all();
     const first = await listSessions(env, { agentId: prefix, archived: "all", limit: 5 });
     expect(first).toEqual(await drizzleList(eq(s.agentId, prefix), 5));
     const last = first.at(-1)!;
@@ -80,15 +87,16 @@ describe("hand-written reads return what drizzle returns", () => {
 
   it("history pages, with and without tool results", async () => {
     const sessionId = crypto.randomUUID();
-    await appendMessages(env, sessionId, transcriptMessages(`${prefix}-h`, 30, { toolEvery: 5 }));
+    const key = `agent:${prefix}:history`;
+    await appendMessages(env, key, sessionId, transcriptMessages(`${prefix}-h`, 30, { toolEvery: 5 }));
     const m = schema.messages;
     for (const opts of [
       { limit: 10, includeTools: true },
       { limit: 10, before: 12, includeTools: true },
       { limit: 50, includeTools: false },
     ]) {
-      const page = await historyPage(env, sessionId, opts);
-      const rows = await database(env)
+      const page = await historyPage(env, key, sessionId, opts);
+      const rows = await database(databaseOfKey(env, key))
         .select()
         .from(m)
         .where(
@@ -151,7 +159,7 @@ describe("hand-written reads return what drizzle returns", () => {
   it("a session and its history page in one statement", async () => {
     const [row] = await seed();
     const sessionId = row!.sessionId;
-    await appendMessages(env, sessionId, transcriptMessages(`${prefix}-sh`, 12, { toolEvery: 4 }));
+    await appendMessages(env, row!.key, sessionId, transcriptMessages(`${prefix}-sh`, 12, { toolEvery: 4 }));
     const opts = { limit: 5, includeTools: false };
     const both = await sessionWithHistoryPage(env, row!.key, opts);
     expect(both.row).toEqual({
@@ -160,7 +168,7 @@ describe("hand-written reads return what drizzle returns", () => {
       spawnedBy: row!.spawnedBy,
       sessionId,
     });
-    expect(both.page).toEqual(await historyPage(env, sessionId, opts));
+    expect(both.page).toEqual(await historyPage(env, row!.key, sessionId, opts));
     expect(both.page.messages).toHaveLength(5);
     // No session under the key: no row, an empty page.
     expect(await sessionWithHistoryPage(env, `${prefix}-none`, opts)).toEqual({

@@ -19,10 +19,10 @@ import { newSessionRow } from "../../src/session/entry";
 // The hot write statements bypass drizzle's query builder (src/db/writes.ts). Each case here
 // holds the statement beside the drizzle query it replaced: same SQL text, same bound params.
 
-/** An env whose D1 binding hands back what a statement was prepared and bound with. */
+/** A D1 binding that hands back what a statement was prepared and bound with. */
 const recording = {
-  DB: { prepare: (sql: string) => ({ bind: (...params: unknown[]) => ({ sql, params }) }) },
-} as unknown as Env;
+  prepare: (sql: string) => ({ bind: (...params: unknown[]) => ({ sql, params }) }),
+} as unknown as D1Database;
 const db = drizzle({} as D1Database, { schema });
 
 function built(statement: D1PreparedStatement) {

@@ -7,6 +7,8 @@
  * 127.0.0.1 only, bounded counts.
  *
  *   npm run ab -- <base revision> [list|history|healthz|existing|new] [blocks=20] [block=50]
+ *   AB_MODEL=http npm run ab -- …   every turn calls an OpenAI-compatible model over HTTP
+ *                                   (workload.startModel, one per side) instead of the echo model
  *
  * The base revision is checked out into a temporary git worktree (sharing this checkout's
  * node_modules) and removed afterwards; the other side is this working tree, uncommitted
@@ -26,6 +28,7 @@ if (!base) throw new Error("usage: npm run ab -- <base revision> [mode] [blocks]
 const MODE = workload.modeOf(modeArg);
 const BLOCKS = Math.min(Math.max(Number(blocksArg) || 20, 2), 200);
 const BLOCK = Math.min(Math.max(Number(blockArg) || 50, 10), 500);
+const HTTP_MODEL = process.env.AB_MODEL === "http";
 
 function log(msg: string) {
   process.stderr.write(`[ab] ${msg}\n`);
@@ -37,20 +40,22 @@ interface Side {
   name: string;
   server: LocalServer;
   connector: Awaited<ReturnType<typeof workload.startConnector>>;
+  model: Awaited<ReturnType<typeof workload.startModel>> | undefined;
   cpuMs: number;
   done: number;
 }
 
 async function startSide(name: string, start: Starter, scratch: (prefix: string) => string): Promise<Side> {
   const connector = await workload.startConnector();
+  const model = HTTP_MODEL ? await workload.startModel() : undefined;
   const server = await start({
     persistTo: scratch(`switchboard-ab-${name}-`),
     vars: workload.workloadVars,
-    config: workload.workloadConfig(connector.port, MODE),
+    config: workload.workloadConfig(connector.port, MODE, model?.url),
   });
-  log(`${name}: ${server.url} (pid ${server.pid})`);
+  log(`${name}: ${server.url} (pid ${server.pid})${model ? `, model ${model.url}` : ""}`);
   await workload.warmUp(server.url, connector);
-  return { name, server, connector, cpuMs: 0, done: 0 };
+  return { name, server, connector, model, cpuMs: 0, done: 0 };
 }
 
 /** One block of the workload on a side; returns its workerd CPU per request in ms. */
@@ -85,7 +90,7 @@ async function main() {
     sides.push(await startSide("head", headLib.startLocalServer, headLib.scratchDir));
     const [a, b] = sides as [Side, Side];
     console.log(
-      `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${base}, head = working tree)`,
+      `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${base}, head = working tree; ${HTTP_MODEL ? "model over HTTP" : "echo model"})`,
     );
     const ratios: number[] = [];
     for (let i = 0; i < BLOCKS; i++) {
@@ -108,10 +113,12 @@ async function main() {
       `\nworkerd CPU per ${workload.readOf(MODE) ? "request" : "message"}: base ${meanA.toFixed(2)} ms, head ${meanB.toFixed(2)} ms ` +
         `(head/base ${(meanB / meanA).toFixed(3)}; median of block pairs ${median.toFixed(3)})`,
     );
+    if (HTTP_MODEL) console.log(`model calls: base ${a.model?.calls()}, head ${b.model?.calls()}`);
   } finally {
     for (const side of sides) {
       await side.server.stop();
       side.connector.close();
+      side.model?.close();
       rmSync(side.server.persistTo, { recursive: true, force: true });
     }
     execFileSync("git", ["worktree", "remove", "--force", worktree], { cwd: root, stdio: "ignore" });

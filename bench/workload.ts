@@ -51,10 +51,48 @@ export async function startConnector() {
   };
 }
 
-/** The gateway config of a workload (`list` reads under visibility "all": 50 rows per page). */
-export function workloadConfig(connectorPort: number, mode: Mode) {
+/**
+ * An OpenAI-compatible chat-completions endpoint that answers every request at once with a short
+ * reply and its usage: a real model call over HTTP in the loop (the gateway's provider client,
+ * request and response handling), without a model's latency.
+ */
+export async function startModel() {
+  let calls = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on("end", () => {
+      calls++;
+      res.writeHead(200, { "content-type": "application/json" }).end(
+        JSON.stringify({
+          id: `cmpl-${calls}`,
+          object: "chat.completion",
+          created: 1,
+          model: "m",
+          choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+          usage: { prompt_tokens: 12, completion_tokens: 1, total_tokens: 13 },
+        }),
+      );
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : 0;
+  return { url: `http://127.0.0.1:${port}/v1`, calls: () => calls, close: () => server.close() };
+}
+
+/**
+ * The gateway config of a workload (`list` reads under visibility "all": 50 rows per page);
+ * with `modelUrl`, every turn calls the model there (`startModel`) instead of the echo model.
+ */
+export function workloadConfig(connectorPort: number, mode: Mode, modelUrl?: string) {
   return {
     session: { dmScope: "per-channel-peer", queue: { cap: 1000 } },
+    ...(modelUrl
+      ? {
+          models: { providers: { http: { api: "openai-compatible", baseUrl: modelUrl } } },
+          agents: { defaults: { model: "http/m" } },
+        }
+      : {}),
     ...(mode === "list" ? { tools: { sessions: { visibility: "all" } } } : {}),
     connectors: {
       telegram: { deliverUrl: `http://127.0.0.1:${connectorPort}/deliver`, secretEnv: "CONNECTOR_SECRET" },

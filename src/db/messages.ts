@@ -18,29 +18,49 @@ const APPEND_SQL = `INSERT OR IGNORE INTO messages
     CASE WHEN ?13 = 1 THEN COALESCE((SELECT seq FROM messages WHERE id = ?14), COALESCE(MAX(seq), 0) + 2) END
   FROM messages WHERE session_id = ?1`;
 
+// Several messages in one statement, in order: the seq of the i-th (json_each's key) is the
+// transcript's max + 1 + i, read before any is inserted (the select reads the table it inserts
+// into, so SQLite runs it to the end first). One already stored (by id) is skipped and leaves
+// its seq unused: a gap, which history order allows.
+const APPEND_MANY_SQL = `INSERT OR IGNORE INTO messages
+  (session_id, seq, id, role, content, tool_call_id, tool_name, is_error, timestamp, run_id, model, usage, provenance, first_kept_seq)
+  SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM messages WHERE session_id = ?1) + 1 + j.key,
+    j.value ->> 0, j.value ->> 1, j.value ->> 2, j.value ->> 3, j.value ->> 4, j.value ->> 5, j.value ->> 6,
+    j.value ->> 7, j.value ->> 8, j.value ->> 9, j.value ->> 10, NULL
+  FROM json_each(?2) AS j`;
+
+function columnsOf(m: TranscriptMessage): unknown[] {
+  return [
+    m.id,
+    m.role,
+    JSON.stringify(m.content),
+    m.toolCallId ?? null,
+    m.toolName ?? null,
+    m.isError === undefined ? null : m.isError ? 1 : 0,
+    m.timestamp,
+    m.runId ?? null,
+    m.model ?? null,
+    m.usage ? JSON.stringify(m.usage) : null,
+    m.provenance ? JSON.stringify(m.provenance) : null,
+  ];
+}
+
+/**
+ * The statements appending `msgs` in order: one for all of them, or one each when a compaction
+ * entry is among them (its first kept message is resolved to a seq as it is inserted).
+ */
 export function appendMessageStatements(
   db: D1Database,
   sessionId: string,
   msgs: TranscriptMessage[],
 ): D1PreparedStatement[] {
+  if (msgs.length === 0) return [];
+  if (msgs.length > 1 && !msgs.some((m) => m.compaction)) {
+    return [db.prepare(APPEND_MANY_SQL).bind(sessionId, JSON.stringify(msgs.map(columnsOf)))];
+  }
   const stmt = db.prepare(APPEND_SQL);
   return msgs.map((m) =>
-    stmt.bind(
-      sessionId,
-      m.id,
-      m.role,
-      JSON.stringify(m.content),
-      m.toolCallId ?? null,
-      m.toolName ?? null,
-      m.isError === undefined ? null : m.isError ? 1 : 0,
-      m.timestamp,
-      m.runId ?? null,
-      m.model ?? null,
-      m.usage ? JSON.stringify(m.usage) : null,
-      m.provenance ? JSON.stringify(m.provenance) : null,
-      m.compaction ? 1 : 0,
-      m.compaction?.firstKeptId ?? null,
-    ),
+    stmt.bind(sessionId, ...columnsOf(m), m.compaction ? 1 : 0, m.compaction?.firstKeptId ?? null),
   );
 }
 

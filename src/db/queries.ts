@@ -8,7 +8,7 @@ import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import { allDatabases, databaseOfKey, databaseOfRun, groupByDatabase, readEach } from "./placement";
 import { col, type SelectPart, selectRows, selectUnion } from "./reads";
 import * as schema from "./schema";
-import { boundStatement, insertQuery, type Query, updateQuery } from "./writes";
+import { boundStatement, insertManyQuery, insertQuery, type Query, updateQuery } from "./writes";
 
 export type SessionRow = typeof schema.sessions.$inferSelect;
 export type RunRow = typeof schema.runs.$inferSelect;
@@ -93,6 +93,14 @@ export function recordTranscriptStatement(
   now: number,
 ) {
   return statement(db, insertQuery(schema.transcripts, { sessionId, sessionKey, createdAt: now }, "nothing"));
+}
+
+/** Transcripts begun (sessionId → key), several in one statement; one already recorded stays. */
+export function recordTranscriptsStatement(
+  db: D1Database,
+  rows: ReadonlyArray<typeof schema.transcripts.$inferInsert>,
+): D1PreparedStatement {
+  return statement(db, insertManyQuery(schema.transcripts, rows));
 }
 
 export async function upsertSession(env: Env, row: SessionRow): Promise<void> {
@@ -402,6 +410,14 @@ export async function getDelivery(env: Env, deliveryId: string): Promise<Deliver
   );
 }
 
+/** Deliveries, several in one statement; one already recorded (by id) stays as it is. */
+export function insertDeliveriesStatement(
+  db: D1Database,
+  rows: ReadonlyArray<typeof schema.deliveries.$inferInsert>,
+): D1PreparedStatement {
+  return statement(db, insertManyQuery(schema.deliveries, rows));
+}
+
 export function insertDeliveryStatement(
   db: D1Database,
   row: typeof schema.deliveries.$inferInsert,
@@ -538,6 +554,14 @@ export async function archiveIdleSubagents(
 
 // ---------------------------------------------------------------------------------------------
 // Inbound dedupe
+
+/** Inbound dedupe rows, several in one statement; one already recorded stays. */
+export function recordInboundsStatement(
+  db: D1Database,
+  rows: ReadonlyArray<typeof schema.inbound.$inferInsert>,
+): D1PreparedStatement {
+  return statement(db, insertManyQuery(schema.inbound, rows));
+}
 
 export function recordInboundStatement(
   db: D1Database,

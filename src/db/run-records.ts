@@ -7,7 +7,7 @@ import { and, desc, eq, lt, or } from "drizzle-orm";
 import { databaseOfKey, databaseOfRun, readEach } from "./placement";
 import { database, mergeNewest, type SessionRow, statement } from "./queries";
 import * as schema from "./schema";
-import { insertQuery } from "./writes";
+import { insertManyQuery, insertQuery } from "./writes";
 
 /**
  * Registers a key's run-id prefix (see schema `runPrefixes`) and reads the key's stored entry,
@@ -141,4 +141,30 @@ export function endedRunStatement(db: D1Database, run: typeof schema.runs.$infer
       run.delivered === undefined || run.delivered === null ? null : run.delivered ? 1 : 0,
       run.idempotencyKey ?? null,
     );
+}
+
+const ENDED = `excluded."status" in ('ok', 'error', 'aborted', 'timeout')`;
+const STARTS = `excluded."status" = 'running' and "runs"."status" = 'queued'`;
+const ifEnded = (column: string) =>
+  `"${column}" = case when ${ENDED} then excluded."${column}" else "runs"."${column}" end`;
+
+/**
+ * Several runs' records in one statement, each row the run as far as the writer knows it: queued
+ * (its accept: created if missing), running (also marks a queued row running), or ended (also
+ * sets its end on the row there is). A late write never moves a run back: a queued record leaves
+ * a row alone, a running one moves only a queued row, and an end is final.
+ */
+export function runRecordsStatement(db: D1Database, rows: ReadonlyArray<typeof schema.runs.$inferInsert>) {
+  return statement(
+    db,
+    insertManyQuery(
+      schema.runs,
+      rows,
+      `on conflict ("run_id") do update set
+         "status" = case when ${ENDED} or ${STARTS} then excluded."status" else "runs"."status" end,
+         "started_at" = case when ${ENDED} then coalesce(excluded."started_at", "runs"."started_at")
+           when ${STARTS} then excluded."started_at" else "runs"."started_at" end,
+         ${["ended_at", "error", "reply", "usage", "model", "delivered"].map(ifEnded).join(", ")}`,
+    ),
+  );
 }

@@ -169,6 +169,42 @@ export function updateQuery<T extends SQLiteTable>(
   };
 }
 
+/**
+ * Several rows in one statement: `insert into "t" (…) select value ->> 0, … from json_each(?)`,
+ * the rows one JSON parameter (arrays of encoded values in column order, so D1's limit of 100
+ * bound parameters never applies), then `conflict` (SQL text; default: do nothing). An undefined
+ * value stores the column's default, as `insertQuery` does.
+ */
+export function insertManyQuery<T extends SQLiteTable>(
+  table: T,
+  rows: ReadonlyArray<T["$inferInsert"]>,
+  conflict = "on conflict do nothing",
+): Query {
+  const p = plan(table);
+  const encoded = rows.map((row) => {
+    const values = row as Record<string, unknown>;
+    return p.keys.map((key, i) => {
+      const value = values[key];
+      if (value !== undefined) return encode((p.columns[i] as ColumnDef).codec, value);
+      const fallback = (p.columns[i] as ColumnDef).fallback;
+      if (fallback && "sql" in fallback)
+        throw new Error(`${p.quoted}: no value for ${key} (its default is SQL)`);
+      return fallback ? encode((p.columns[i] as ColumnDef).codec, fallback.value) : null;
+    });
+  });
+  const cacheKey = `many|${conflict}`;
+  const sql =
+    p.texts.get(cacheKey) ??
+    remember(
+      p,
+      cacheKey,
+      `insert into ${p.quoted} (${p.columns.map((c) => `"${c.name}"`).join(", ")}) select ${p.columns
+        .map((_, i) => `value ->> ${i}`)
+        .join(", ")} from json_each(?) where true ${conflict}`,
+    );
+  return { sql, params: [JSON.stringify(encoded)] };
+}
+
 /** Prepared statements by SQL text, per D1 binding (the texts above: a bounded set). */
 const prepared = new WeakMap<D1Database, Map<string, D1PreparedStatement>>();
 const MAX_PREPARED = 1024;

@@ -5,6 +5,7 @@
  */
 import { Hono } from "hono";
 import { ConfigError, loadConfig } from "../config/load";
+import { StorageBindingError } from "../db/placement";
 import { checkPlacement, StorageListChangedError } from "../db/placement-check";
 import { connectors } from "../routes/connectors";
 import { hooks } from "../routes/hooks";
@@ -19,14 +20,24 @@ import { VERSION } from "../version";
 import { limitBody } from "./body-limit";
 import { ApiError, errorBody, INVALID_CONFIG_MESSAGE } from "./errors";
 
+function configLoads(env: Env): boolean {
+  try {
+    loadConfig(env);
+    return true;
+  } catch (error) {
+    if (error instanceof ConfigError) return false;
+    throw error;
+  }
+}
+
 /** The RPC methods that serve while the databases are placed with another list: they fix it. */
 const REBALANCE_PATHS = new Set(["/rpc/storage.rebalance", "/rpc/storage.verify"]);
 
 export const app = new Hono<{ Bindings: Env }>()
   // Nothing is served from databases placed with another `storage.d1` (SPEC §19).
   .use("*", async (c, next) => {
-    if (!REBALANCE_PATHS.has(c.req.path)) {
-      loadConfig(c.env);
+    // An invalid config is the routes' to answer (the operator sees its messages there).
+    if (!REBALANCE_PATHS.has(c.req.path) && configLoads(c.env)) {
       try {
         await checkPlacement(c.env);
       } catch (error) {
@@ -92,6 +103,11 @@ app.onError((error, c) => {
   // The problems name config paths, connectors and secrets: only the operator sees them (the
   // status RPC, the logs); a request that reached no operator surface gets the generic answer.
   if (error instanceof ConfigError) return c.json(errorBody("INTERNAL", INVALID_CONFIG_MESSAGE), 500);
+  // storage.d1 names a binding this Worker lacks: the deployment's own mistake, said as it is.
+  if (error instanceof StorageBindingError) {
+    console.error(error.message);
+    return c.json(errorBody("INTERNAL", error.message), 500);
+  }
   console.error("unhandled error", error);
   return c.json(errorBody("INTERNAL", "internal error; see the gateway logs"), 500);
 });

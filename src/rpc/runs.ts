@@ -155,8 +155,10 @@ function sessionsOfRunId(env: Env, runId: string): Promise<string[]> {
  */
 export async function readRun(env: Env, runId: string): Promise<RunRow | undefined> {
   const run = await getRun(env, runId);
-  if (run) return run;
-  for (const key of await sessionsOfRunId(env, runId)) {
+  if (run && TERMINAL.has(run.status)) return run;
+  // Not ended in D1: its session's actor may hold a newer record (a busy session's finalize
+  // waits in its journal), written first.
+  for (const key of run ? [run.sessionKey] : await sessionsOfRunId(env, runId)) {
     const held = await actorFor(env, key).recordRun(key, runId);
     if (held === "unknown") continue;
     if (held === "unwritten") {
@@ -167,7 +169,7 @@ export async function readRun(env: Env, runId: string): Promise<RunRow | undefin
     }
     return getRun(env, runId);
   }
-  return undefined;
+  return run;
 }
 
 /**

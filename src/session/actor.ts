@@ -188,11 +188,13 @@ export class SessionActor extends DurableObject<Env> {
   async waitForRun(sessionKey: string, runId: string, timeoutMs: number): Promise<WaitResult | ActorError> {
     await this.bind(sessionKey);
     const done = this.store.finishedOutcome(runId);
-    if (done) return waitResultOf(done);
+    // An ended run's records are in D1 before the wait answers (a busy session's finalize
+    // waits in the journal), so a read after it (chat.history, runs.get) sees them.
+    if (done) return this.records.journalWritten().then(() => waitResultOf(done));
     if (!this.queue.byRunId(runId))
       return { ok: false, code: "NOT_FOUND", message: `run not found: ${runId}` };
     const outcome = await this.waiters.wait(runId, timeoutMs);
-    if (outcome) return waitResultOf(outcome);
+    if (outcome) return this.records.journalWritten().then(() => waitResultOf(outcome));
     const still = this.queue.byRunId(runId);
     const progress = still ? progressOf(still) : undefined;
     const result: WaitResult = { runId, status: "timeout", runStatus: still?.state ?? "queued" };

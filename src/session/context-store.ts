@@ -151,7 +151,7 @@ export function withContextCopy(records: ActorRecords, context: ContextStore): A
       return records.messagesAppended(sessionId, messages);
     },
     async runFinished(a) {
-      context.append(a.sessionId, a.messages);
+      context.append(a.run.sessionId, a.messages);
       return records.runFinished(a);
     },
   };

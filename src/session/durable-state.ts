@@ -19,7 +19,7 @@
 import { z } from "zod";
 import type { RunCheckpoint } from "../agent/loop";
 import type { SessionRow } from "../db/queries";
-import type { runs } from "../db/schema";
+import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import type { AttemptState } from "../delivery/outbox";
 import { DeliveryPayloadSchema } from "../delivery/schemas";
@@ -97,14 +97,18 @@ export interface RunProgress {
 /**
  * A run's records as the journal keeps them: `accepted` (the entry, the run row, the inbound
  * dedupe row; with `starting` once the run's start was folded in: the row is then written
- * running, with those messages) or `started` (a start whose accept already reached D1).
+ * running, with those messages), `started` (a start whose accept already reached D1) or
+ * `finished` (a run's finalize written behind while the next run of a busy session goes on:
+ * the run row as it ended, its last messages in `starting`, its delivery).
  */
 export interface DeferredRecord {
-  kind?: "accepted" | "started";
+  kind?: "accepted" | "started" | "finished";
   entry: SessionRow;
   run: typeof runs.$inferInsert;
   starting?: TranscriptMessage[];
   inbound?: { channel: string; accountId: string; messageId: string };
+  /** A finished run's delivery, with its first attempt's state. */
+  delivery?: typeof deliveries.$inferInsert;
   /** False when the transcript's row is known to exist (absent in rows of earlier versions: written). */
   newTranscript?: boolean;
 }
@@ -188,7 +192,7 @@ const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
 });
 
 const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
-  kind: z.enum(["accepted", "started"]).optional(),
+  kind: z.enum(["accepted", "started", "finished"]).optional(),
   entry: SessionRowSchema,
   run: z.looseObject({
     runId: str,
@@ -211,6 +215,9 @@ const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
   starting: z.array(TranscriptMessageSchema).optional(),
   inbound: z.looseObject({ channel: str, accountId: str, messageId: str }).optional(),
   newTranscript: z.boolean().optional(),
+  delivery: z
+    .looseObject({ deliveryId: str, kind: str, sessionKey: str, text: str, status: str, createdAt: num })
+    .optional() as unknown as z.ZodType<DeferredRecord["delivery"]>,
 });
 
 export const entryCodec = durableCodec("session entry", 1, SessionRowSchema);

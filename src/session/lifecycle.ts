@@ -147,21 +147,30 @@ async function recordStart(
   ];
   await a.records.runStarted({
     run: {
-      runId,
-      sessionKey: req.sessionKey,
-      sessionId: spec.sessionId,
-      trigger: req.trigger,
+      ...runRecordOf(runId, spec, progress.startedAt),
       status: "running",
-      createdAt: progress.startedAt,
       startedAt: progress.startedAt,
-      deliver: req.deliver,
-      idempotencyKey: req.idempotencyKey ?? null,
     },
     ...(entry ? { entry: { ...entry, runStatus: "running" } } : {}),
     messages,
     behind: a.config.session.writeBehind,
   });
   a.store.markHistory(spec.sessionId);
+}
+
+/** The run's row as its accept wrote it (`createdAt`: the start, when the accept's row is missing). */
+function runRecordOf(runId: string, spec: QueuedRun, startedAt: number) {
+  const { req } = spec;
+  return {
+    runId,
+    sessionKey: req.sessionKey,
+    sessionId: spec.sessionId,
+    trigger: req.trigger,
+    status: "queued",
+    createdAt: startedAt,
+    deliver: req.deliver,
+    idempotencyKey: req.idempotencyKey ?? null,
+  };
 }
 
 /**
@@ -234,8 +243,7 @@ async function finalize(
           : null;
     // finalized: the final reply, the delivery and its first attempt, the outcome, the entry.
     await a.records.runFinished({
-      runId: row.run_id,
-      sessionId: spec.sessionId,
+      run: runRecordOf(row.run_id, spec, progress.startedAt),
       messages: progress.loop.produced.slice(progress.stored ?? 0),
       ...(payload ? { delivery: { ...deliveryRow(payload), ...attempt } } : {}),
       end: {
@@ -254,6 +262,9 @@ async function finalize(
         delivered,
       },
       ...(entry ? { entry } : {}),
+      // A busy session's finalize rides with the next runs' records (one batch for several
+      // runs); a flow's step is handed on only once its run is in D1.
+      behind: a.config.session.writeBehind && !req.flow && !req.spawn && a.queue.othersWaiting(),
     });
     progress.delivery = { delivered, state };
     // A run with a flow step to hand on is checkpointed here; any other is done below in this

@@ -1,21 +1,24 @@
 /**
- * The D1 statements of a SessionActor's records (see records.ts): a run's deferred records
- * (accepted, started, or a start folded into its accept), the entry as its row, and a journal
- * row this version cannot read, kept as stored in `dead_records`; and which D1 error is a
- * label taken (a unique index refused the entry).
+ * The D1 statements of a SessionActor's records (see records.ts): records written together
+ * (accepted, started, finished, or a start folded into its accept) coalesced into one
+ * multi-row statement per table, the entry as its row, and a journal row this version cannot
+ * read, kept as stored in `dead_records`; and which D1 error is a label taken (a unique index
+ * refused the entry).
  */
 import { appendMessageStatements } from "../db/messages";
 import {
-  insertRunStatement,
-  recordInboundStatement,
-  recordTranscriptStatement,
+  insertDeliveriesStatement,
+  recordInboundsStatement,
+  recordTranscriptsStatement,
   type SessionRow,
   upsertSessionStatement,
   upsertSessionUnlessNewerStatement,
 } from "../db/queries";
-import { endedRunStatement, insertDeadRecordStatement, startQueuedRunStatement } from "../db/run-records";
+import { insertDeadRecordStatement, runRecordsStatement } from "../db/run-records";
+import type { inbound } from "../db/schema";
 import { DurableDocumentError } from "../runs/durable";
 import { TERMINAL } from "../runs/types";
+import type { TranscriptMessage } from "../transcript/message";
 import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import { closedAt } from "./entry";
 import type { JournalRow } from "./records-journal";
@@ -56,54 +59,97 @@ export function sessionStatement(db: D1Database, entry: SessionRow): D1PreparedS
   return upsertSessionStatement(db, { ...entry, expiredAt: closedAt(entry, Date.now()) });
 }
 
+/** A journal row no version can read, with why. */
+export interface Unreadable {
+  row: JournalRow;
+  error: Error;
+}
+
+const rank = (status: string) => (TERMINAL.has(status) ? 2 : status === "running" ? 1 : 0);
+
+/** `b`'s defined fields over `a`'s. */
+function defined<T extends object>(a: T, b: T): T {
+  const out = { ...a } as Record<string, unknown>;
+  for (const [k, v] of Object.entries(b)) if (v !== undefined) out[k] = v;
+  return out as T;
+}
+
 /**
- * The statements of a run's records. `entry: "unless-newer"` for a journal row: landing after
- * a later write, it must not move the entry back.
+ * One run's records merged in order: a later record moves the run forward (queued → running →
+ * ended), never back; the row keeps its first `createdAt` and `startedAt`.
  */
-export function recordStatements(
+function mergeRun(
+  prev: DeferredRecord["run"] | undefined,
+  next: DeferredRecord["run"],
+): DeferredRecord["run"] {
+  if (!prev) return { ...next };
+  if (rank(next.status) < rank(prev.status)) return defined(next, prev);
+  const merged = defined(prev, next);
+  merged.createdAt = prev.createdAt;
+  merged.startedAt = prev.startedAt ?? next.startedAt ?? null;
+  return merged;
+}
+
+/**
+ * The statements of records written together, coalesced into multi-row statements, one per table
+ * whatever the number of records (SPEC §19): the entry (the newest of them, unless D1 holds a
+ * newer one; `entry: "skip"` when the statements written with them write it), the transcripts
+ * begun, each run's row as far as the records go, the messages of each transcript in order, the
+ * deliveries and the inbound dedupe rows; a row no version can read is dead-lettered as stored.
+ * `current`: the actor's entry as it is now, written as it is (it is the newest there is).
+ */
+export function batchStatements(
   db: D1Database,
-  a: DeferredRecord,
-  entry: "write" | "unless-newer" | "skip",
+  records: ReadonlyArray<DeferredRecord | Unreadable>,
+  entry: "newest" | "skip",
+  current?: SessionRow,
 ): D1PreparedStatement[] {
-  const { run, starting, inbound } = a;
-  // A run whose end was folded in too is written once, as it ended.
-  const ended = TERMINAL.has(run.status);
-  const runStatement = ended
-    ? endedRunStatement(db, run)
-    : startQueuedRunStatement(db, { ...run, startedAt: run.startedAt ?? run.createdAt });
-  const statements =
-    a.kind === "started"
-      ? [
-          // Applied late, it never moves a run that has ended back to running.
-          runStatement,
-          ...appendMessageStatements(db, run.sessionId, starting ?? []),
-        ]
-      : [
-          ...(a.newTranscript === false
-            ? []
-            : [recordTranscriptStatement(db, run.sessionId, a.entry.key, run.createdAt)]),
-          // Applied late, neither moves a run that has ended back: the accept is insert only,
-          // and a start folded into it (perhaps into a later message merged into the run, whose
-          // row exists already) moves the run from queued to running only.
-          starting || ended ? runStatement : insertRunStatement(db, run),
-          ...(starting ? appendMessageStatements(db, run.sessionId, starting) : []),
-        ];
-  if (entry === "write") statements.unshift(sessionStatement(db, a.entry));
-  if (entry === "unless-newer")
-    statements.unshift(
-      upsertSessionUnlessNewerStatement(db, { ...a.entry, expiredAt: closedAt(a.entry, Date.now()) }),
-    );
-  if (inbound && a.kind !== "started") {
-    statements.push(
-      recordInboundStatement(db, {
-        ...inbound,
-        sessionKey: a.entry.key,
+  const statements: D1PreparedStatement[] = [];
+  let newest: SessionRow | undefined;
+  const transcripts: Array<{ sessionId: string; sessionKey: string; createdAt: number }> = [];
+  const runRows = new Map<string, DeferredRecord["run"]>();
+  const messages = new Map<string, TranscriptMessage[]>();
+  const deliveryRows: NonNullable<DeferredRecord["delivery"]>[] = [];
+  const inboundRows: Array<typeof inbound.$inferInsert> = [];
+  for (const r of records) {
+    if ("error" in r) {
+      statements.push(unreadableStatement(db, r.row, r.error));
+      continue;
+    }
+    const { run } = r;
+    if (!newest || r.entry.updatedAt >= newest.updatedAt) newest = r.entry;
+    const accepted = r.kind !== "started" && r.kind !== "finished";
+    if (accepted && r.newTranscript !== false)
+      transcripts.push({ sessionId: run.sessionId, sessionKey: r.entry.key, createdAt: run.createdAt });
+    runRows.set(run.runId, mergeRun(runRows.get(run.runId), run));
+    if (r.starting?.length) {
+      const list = messages.get(run.sessionId);
+      if (list) list.push(...r.starting);
+      else messages.set(run.sessionId, [...r.starting]);
+    }
+    if (r.delivery) deliveryRows.push(r.delivery);
+    if (accepted && r.inbound) {
+      inboundRows.push({
+        ...r.inbound,
+        sessionKey: r.entry.key,
         sessionId: run.sessionId,
         runId: run.runId,
         status: "queued",
         createdAt: run.createdAt,
-      }),
+      });
+    }
+  }
+  if (newest && entry === "newest") {
+    statements.unshift(
+      newest === current
+        ? sessionStatement(db, newest)
+        : upsertSessionUnlessNewerStatement(db, { ...newest, expiredAt: closedAt(newest, Date.now()) }),
     );
   }
+  if (transcripts.length) statements.push(recordTranscriptsStatement(db, transcripts));
+  if (runRows.size) statements.push(runRecordsStatement(db, [...runRows.values()]));
+  for (const [sessionId, list] of messages) statements.push(...appendMessageStatements(db, sessionId, list));
+  if (deliveryRows.length) statements.push(insertDeliveriesStatement(db, deliveryRows));
+  if (inboundRows.length) statements.push(recordInboundsStatement(db, inboundRows));
   return statements;
 }

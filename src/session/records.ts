@@ -37,10 +37,11 @@ import { TERMINAL } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
 import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import {
+  batchStatements,
   isUniqueViolation,
   readable,
-  recordStatements,
   sessionStatement,
+  type Unreadable,
   unreadableStatement,
 } from "./record-statements";
 import type { JournalRow, RecordsJournal } from "./records-journal";
@@ -62,11 +63,12 @@ export type RunRecord = typeof runs.$inferInsert;
 export type RunEnd = Partial<Omit<RunRecord, "runId">>;
 export type DeliveryRecord = typeof deliveries.$inferInsert;
 
-/** A run's end being written: carried with its deferred records when they are, else `update`. */
-interface RunEnding {
-  runId: string;
-  end: RunEnd;
-  update: D1PreparedStatement;
+/** What a write adds to the journal it carries: records (coalesced with the journal's) and statements. */
+interface Own {
+  records?: DeferredRecord[];
+  statements?: D1PreparedStatement[];
+  /** The actor's entry as it is now, among `records` (written as it is). */
+  current?: SessionRow;
 }
 
 export interface ActorRecords {
@@ -101,14 +103,18 @@ export interface ActorRecords {
   }): Promise<void>;
   /** Messages appended to a transcript (idempotent by message id). */
   messagesAppended(sessionId: string, messages: TranscriptMessage[]): Promise<void>;
-  /** A run ended: its last messages, its delivery with its first attempt, its outcome, the entry. */
+  /**
+   * A run ended: its row (`run` as accepted, `end` its outcome), its last messages, its delivery
+   * with its first attempt, the entry. `behind` (a busy session: another run waits): journaled
+   * synchronously, for the next write to carry with the next runs' records.
+   */
   runFinished(a: {
-    runId: string;
-    sessionId: string;
+    run: RunRecord;
     messages: TranscriptMessage[];
     delivery?: DeliveryRecord;
     end: RunEnd;
     entry?: SessionRow;
+    behind?: boolean;
   }): Promise<void>;
   /** Runs that end outside a finalize: dropped from the queue before they started, or a compaction made inside a turn. */
   runsEnded(runIds: string[], end: RunEnd): Promise<void>;
@@ -158,76 +164,43 @@ export function d1Records(
   let timer: ReturnType<typeof setTimeout> | undefined;
   let retryMs = RECORDS_DELAY_MS;
 
-  /**
-   * Journal rows, as statements: only the carried row with the newest entry writes it, and
-   * none when the statements carried with them write the entry (`entryLater`). A row
-   * this version cannot read (written by a newer deploy, or damaged) is dead-lettered with its
-   * body as stored, so it never holds up the actor's other records.
-   */
-  function journalStatements(
-    e: D1Database,
-    rows: readonly JournalRow[],
-    entryLater = false,
-    ending?: RunEnding,
-  ): { statements: D1PreparedStatement[]; ended: boolean } {
-    const records = rows.map(readable);
-    // A run whose records are carried here is written once, as it ended (see `runFinished`).
-    const endsAt = ending
-      ? records.findLastIndex((r) => !(r instanceof Error) && r.run.runId === ending.runId)
-      : -1;
-    const ended = endsAt >= 0 && !TERMINAL.has((records[endsAt] as DeferredRecord).run.status);
-    if (ended && ending) {
-      const r = records[endsAt] as DeferredRecord;
-      records[endsAt] = { ...r, run: { ...r.run, ...ending.end } };
-    }
-    // The statements after them write the actor's current entry: no row needs to.
-    let newest = entryLater ? rows.length : -1;
-    records.forEach((r, i) => {
-      if (r instanceof Error) return;
-      if (entryLater) return;
-      const best = newest >= 0 ? records[newest] : undefined;
-      if (!best || best instanceof Error || r.entry.updatedAt >= best.entry.updatedAt) newest = i;
+  /** Journal rows as records, or why one cannot be read. */
+  function carried(rows: readonly JournalRow[]): Array<DeferredRecord | Unreadable> {
+    return rows.map((row) => {
+      const record = readable(row);
+      return record instanceof Error ? { row, error: record } : record;
     });
-    const statements = records.flatMap((r, i) => {
-      const row = rows[i] as JournalRow;
-      return r instanceof Error
-        ? [unreadableStatement(e, row, r)]
-        : recordStatements(e, r, i === newest ? "unless-newer" : "skip");
-    });
-    return { statements, ended };
   }
 
   /**
-   * One D1 batch: the journal's rows first (so D1 sees them before anything later), then
-   * `statements`. When the batch carrying the journal fails, the journal's rows are written
-   * alone first (what D1 takes of them lands before `statements`: see `isolate`), then
-   * `statements`, so a row D1 refuses never holds up the actor's other records (it stays in
-   * the journal, and the timer tries it again).
+   * One D1 batch: the journal's rows and `own` records coalesced (batchStatements: one statement
+   * per table), then `own` statements. The whole journal goes first, CARRY_MAX rows a batch,
+   * `own` with the last, so what they write (a reply) lands with or after what the journal holds
+   * (its run's input). When the batch carrying the journal fails, the journal's rows are written
+   * alone first (what D1 takes of them lands before `own`: see `isolate`), then `own`, so a row
+   * D1 refuses never holds up the actor's other records (it stays in the journal, and the timer
+   * tries it again). `writesEntry`: `own` statements write the entry, so no record does.
    */
-  async function write(
-    statements: D1PreparedStatement[],
-    writesEntry = false,
-    ending?: RunEnding,
-  ): Promise<void> {
+  async function write(own: Own, writesEntry = false): Promise<void> {
     while (carrying) await carrying.catch(() => {});
     const e = database();
-    // `statements` and the run's end, unless the end rides on the run's carried records.
-    const alone = ending ? [...statements, ending.update] : statements;
-    // The whole journal goes first, CARRY_MAX rows a batch, `statements` with the last: what
-    // they write (a reply) must land after what the journal holds (its run's input).
+    const entry = writesEntry ? "skip" : "newest";
+    const alone = () => [
+      ...batchStatements(e, own.records ?? [], entry, own.current),
+      ...(own.statements ?? []),
+    ];
     for (;;) {
       const rows = journal.all().slice(0, CARRY_MAX);
       const last = rows[rows.length - 1];
-      if (!last) return writeBatch(e, alone);
+      if (!last) return writeBatch(e, alone());
       const more = journal.all().length > rows.length;
-      let carried: D1PreparedStatement[];
-      if (more) {
-        carried = journalStatements(e, rows).statements;
-      } else {
-        const journaled = journalStatements(e, rows, writesEntry, ending);
-        carried = [...journaled.statements, ...(journaled.ended ? statements : alone)];
-      }
-      const done = writeBatch(e, carried).then(() => {
+      const batch = more
+        ? batchStatements(e, carried(rows), "newest")
+        : [
+            ...batchStatements(e, [...carried(rows), ...(own.records ?? [])], entry, own.current),
+            ...(own.statements ?? []),
+          ];
+      const done = writeBatch(e, batch).then(() => {
         journal.clearThrough(last.id);
         retryMs = RECORDS_DELAY_MS;
       });
@@ -246,7 +219,7 @@ export function d1Records(
       break;
     }
     if (journal.all().length) schedule();
-    await writeBatch(e, alone);
+    await writeBatch(e, alone());
   }
 
   /**
@@ -262,7 +235,7 @@ export function d1Records(
       const statements =
         record instanceof Error
           ? [unreadableStatement(e, row, record)]
-          : recordStatements(e, record, "unless-newer");
+          : batchStatements(e, [record], "newest");
       const refused: string[] = [];
       try {
         await writeBatch(e, statements);
@@ -321,7 +294,7 @@ export function d1Records(
         retryMs = Math.min(retryMs * 2, RECORDS_RETRY_MAX_MS);
         schedule();
       };
-      write([]).then(() => {
+      write({}).then(() => {
         const left = journal.all().length;
         if (left) backOff(`D1 refused ${left} of them`);
       }, backOff);
@@ -334,7 +307,7 @@ export function d1Records(
    */
   async function flushed(): Promise<void> {
     if (!journal.all().length) return;
-    await write([]).catch((error) => console.error(`deferred records not written before a read: ${error}`));
+    await write({}).catch((error) => console.error(`deferred records not written before a read: ${error}`));
     // What is left, the timer tries again.
     schedule();
   }
@@ -375,7 +348,7 @@ export function d1Records(
         schedule();
         return;
       }
-      await write(recordStatements(database(), accepted, "write"));
+      await write({ records: [accepted], current: accepted.entry });
     },
 
     async runStarted({ run, entry, messages, behind }) {
@@ -401,45 +374,68 @@ export function d1Records(
       }
       const e = database();
       await write(
-        [
-          startRunStatement(e, run),
-          ...(entry ? [sessionStatement(e, { ...entry, runStatus: "running" })] : []),
-          ...appendMessageStatements(e, run.sessionId, messages),
-        ],
+        {
+          statements: [
+            startRunStatement(e, run),
+            ...(entry ? [sessionStatement(e, { ...entry, runStatus: "running" })] : []),
+            ...appendMessageStatements(e, run.sessionId, messages),
+          ],
+        },
         !!entry,
       );
     },
 
     async messagesAppended(sessionId, messages) {
-      await write(appendMessageStatements(database(), sessionId, messages));
+      await write({ statements: appendMessageStatements(database(), sessionId, messages) });
     },
 
-    async runFinished({ runId, sessionId, messages, delivery, end, entry }) {
+    async runFinished({ run, messages, delivery, end, entry, behind }) {
+      // The run's row as it ended; coalesced with its records still in the journal (a quick
+      // run's accept and start), it is written once.
+      const finished: DeferredRecord | undefined = entry && {
+        kind: "finished",
+        entry,
+        run: { ...run, ...end },
+        starting: messages,
+        ...(delivery ? { delivery } : {}),
+      };
+      if (behind && finished) {
+        // A busy session's next run goes on; the next write (or the timer) carries this one.
+        journal.add(deferredRecordCodec.encode(finished));
+        schedule();
+        return;
+      }
       const e = database();
-      // A run whose records are still in the journal (a quick one) has its end written with
-      // them: its row is written once, as it ended. Not stored: a finalize that did not reach
-      // D1 is made again.
+      // Without an entry (a session removed mid-run) its parts are written as statements.
       await write(
-        [
-          ...appendMessageStatements(e, sessionId, messages),
-          ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
-          ...(entry ? [sessionStatement(e, entry)] : []),
-        ],
-        !!entry,
-        { runId, end, update: updateRunStatement(e, runId, end) },
+        finished
+          ? { records: [finished], current: entry }
+          : {
+              records: [],
+              statements: [
+                ...appendMessageStatements(e, run.sessionId, messages),
+                ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
+                updateRunStatement(e, run.runId, end),
+              ],
+            },
       );
     },
 
     async runsEnded(runIds, end) {
       if (!runIds.length) return;
       const e = database();
-      await write(runIds.map((runId) => updateRunStatement(e, runId, end)));
+      await write({ statements: runIds.map((runId) => updateRunStatement(e, runId, end)) });
     },
 
     async sessionStarted(entry, at) {
       const e = database();
       await write(
-        [sessionStatement(e, entry), recordTranscriptStatement(e, entry.sessionId, entry.key, at)],
+        {
+          statements: [
+            sessionStatement(e, entry),
+            recordTranscriptStatement(e, entry.sessionId, entry.key, at),
+          ],
+        },
         true,
       );
     },
@@ -447,7 +443,7 @@ export function d1Records(
     async entryPatched(entry) {
       const e = database();
       try {
-        await write([sessionStatement(e, entry)], true);
+        await write({ statements: [sessionStatement(e, entry)] }, true);
         return "ok";
       } catch (error) {
         if (isUniqueViolation(error)) return "label-taken";
@@ -470,18 +466,18 @@ export function d1Records(
 
     async deliveryQueued(delivery) {
       const e = database();
-      await write([insertDeliveryStatement(e, delivery)]);
+      await write({ statements: [insertDeliveryStatement(e, delivery)] });
     },
 
     async deliveryAttempted(payload, state) {
       const e = database();
-      await write([recordDeliveryStatement(e, deliveryRow(payload), state)]);
+      await write({ statements: [recordDeliveryStatement(e, deliveryRow(payload), state)] });
     },
 
     async deliveryRequeued(payload, at) {
       const e = database();
       const state = { status: "pending", attempts: 0, updatedAt: at, nextAttemptAt: at, deliveredAt: null };
-      await write([recordDeliveryStatement(e, deliveryRow(payload), state)]);
+      await write({ statements: [recordDeliveryStatement(e, deliveryRow(payload), state)] });
     },
 
     async journalWritten() {

@@ -298,8 +298,9 @@ describe("write-behind: a connector's message is recorded with its run's next wr
       "user:again",
       "assistant:re: again",
     ]);
-    // Each batch writes the entry and the run once; the second has no transcript row to write.
-    expect(batches(w)).toEqual(["batch 7", "batch 6"]);
+    // One statement per table (record-statements.ts): the entry, the run, the input and reply
+    // (one statement), the delivery, the inbound row; the first also the transcript's row.
+    expect(batches(w)).toEqual(["batch 6", "batch 5"]);
   });
 
   it("writes the records of a run still going within RECORDS_DELAY_MS of the ack", async () => {
@@ -348,6 +349,43 @@ describe("write-behind: a connector's message is recorded with its run's next wr
     w.holdModel = false;
     expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
     expect(await runOf(ack.runId)).toMatchObject({ status: "ok", reply: "re: are you there" });
+  });
+
+  it("writes a busy session's runs together: several runs share a batch, one statement per table", async () => {
+    const id = "wb-busy";
+    const { w, key } = await scene(id, { config: behind() });
+    const warm = await send(id, "warm up");
+    expect(await waitRun(warm.runId)).toMatchObject({ status: "ok" });
+    const before = batches(w).length;
+
+    // The first run holds the model; five more messages queue behind it.
+    w.holdModel = true;
+    const first = await send(id, "m0");
+    await eventually(async () => w.requests.length === 2);
+    const acks = [first];
+    for (let i = 1; i <= 5; i++) acks.push(await send(id, `m${i}`));
+    w.holdModel = false;
+    // Waiting for the last one writes what the session still holds (agent.wait answers once D1
+    // shows the run).
+    for (const ack of acks) expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
+
+    const written = batches(w).slice(before);
+    const statements = written.reduce((n, b) => n + Number(b.slice("batch ".length)), 0);
+    const messages = acks.length;
+    // Runs of a busy session share batches: far fewer than a batch of 5 per message.
+    expect(written.length).toBeLessThan(messages);
+    expect(statements / messages).toBeLessThanOrEqual(2);
+    const transcript = await history(key);
+    expectNoDuplicates(transcript);
+    // The queued messages may be merged into fewer runs; every one is answered once, in order.
+    const users = transcript.map(line).filter((l) => l.startsWith("user:m"));
+    expect(users).toEqual(acks.map((_, i) => `user:m${i}`));
+    for (const ack of acks) {
+      expect(await runOf(ack.runId)).toMatchObject({ status: "ok" });
+      expect(await inboundRows(ack.runId)).toBe(1);
+    }
+    await drain(key);
+    expect(await journalRows(key)).toBe(0);
   });
 
   it("never moves the entry back when a deferred write lands after a newer one", async () => {

@@ -128,7 +128,10 @@ export function withD1Bindings(text: string, names: readonly string[]): string {
  * The wrangler config to run with the D1 bindings `names`: `base` itself when it declares them
  * (only DB), else a copy next to wrangler.toml (so its relative paths still hold) that does.
  */
-function configWithD1(base: string | undefined, names: readonly string[] | undefined): string | undefined {
+export function configWithD1(
+  base: string | undefined,
+  names: readonly string[] | undefined,
+): string | undefined {
   if (!names || (names.length === 1 && names[0] === "DB")) return base;
   const from = base ?? path.join(root, "wrangler.toml");
   const file = path.join(root, `.wrangler-storage-${names.join("-").toLowerCase()}.toml`);

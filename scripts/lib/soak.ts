@@ -42,7 +42,13 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature.ts";
-import { type LocalServer, scratchDir, startLocalServer } from "./local-server.ts";
+import {
+  configWithD1,
+  type LocalServer,
+  localDatabaseName,
+  scratchDir,
+  startLocalServer,
+} from "./local-server.ts";
 import { createPrng, type Prng } from "./prng.ts";
 import {
   type FaultyConnector,
@@ -58,6 +64,8 @@ export interface SoakOptions {
   seed: number;
   /** Inbound requests in flight at once (default 8). */
   concurrency?: number;
+  /** The D1 bindings the gateway spreads sessions over (`storage.d1`; default `["DB"]`). */
+  d1?: readonly string[];
   /** Global deadline: past it the soak stops, reports what it has, and fails (default 25 min). */
   deadlineMs?: number;
   /** Longest wait for everything to settle once the faults stop (default 5 min). */
@@ -261,7 +269,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     slowMs: [200, 800],
   });
   const persistTo = scratchDir("switchboard-soak-");
-  const config = gatewayConfig(connector, model);
+  const d1 = opts.d1 ?? ["DB"];
+  const config = { ...gatewayConfig(connector, model), storage: { d1 } };
   let server: LocalServer | undefined;
   const kills: Kill[] = [];
   let killsSurvived = 0;
@@ -275,6 +284,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       config,
       vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
       migrate: first,
+      d1,
     });
   };
 
@@ -621,7 +631,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     }
 
     // Every run the gateway recorded, whether or not a transcript names it.
-    const d1Open = await openRunsInD1(persistTo).catch((error: unknown) => {
+    const d1Open = await openRunsInD1(persistTo, d1).catch((error: unknown) => {
       problems.push(`reading the runs table failed: ${error instanceof Error ? error.message : error}`);
       return { total: Number.NaN, open: [] as Array<{ runId: string; status: string; trigger: string }> };
     });
@@ -680,34 +690,44 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   return report;
 }
 
+/** Every database's runs: how many, and those not ended. */
 async function openRunsInD1(
   persistTo: string,
+  d1: readonly string[],
 ): Promise<{ total: number; open: Array<{ runId: string; status: string; trigger: string }> }> {
   const root = path.resolve(import.meta.dirname, "../..");
-  const { stdout } = await promisify(execFile)(
-    path.join(root, "node_modules/.bin/wrangler"),
-    [
-      "d1",
-      "execute",
-      "switchboard",
-      "--local",
-      "--persist-to",
-      persistTo,
-      "--json",
-      "--command",
-      "SELECT COUNT(*) AS total FROM runs; SELECT run_id AS runId, status, \"trigger\" FROM runs WHERE status NOT IN ('ok', 'error', 'aborted', 'timeout')",
-    ],
-    {
-      cwd: root,
-      env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
-      maxBuffer: 64 * 1024 * 1024,
-    },
-  );
-  const out = JSON.parse(stdout) as [
-    { results: Array<{ total: number }> },
-    { results: Array<{ runId: string; status: string; trigger: string }> },
-  ];
-  return { total: out[0]?.results[0]?.total ?? Number.NaN, open: out[1]?.results ?? [] };
+  const config = configWithD1(undefined, d1);
+  let total = 0;
+  const open: Array<{ runId: string; status: string; trigger: string }> = [];
+  for (const binding of d1) {
+    const { stdout } = await promisify(execFile)(
+      path.join(root, "node_modules/.bin/wrangler"),
+      [
+        "d1",
+        "execute",
+        localDatabaseName(binding),
+        "--local",
+        "--persist-to",
+        persistTo,
+        ...(config ? ["--config", config] : []),
+        "--json",
+        "--command",
+        "SELECT COUNT(*) AS total FROM runs; SELECT run_id AS runId, status, \"trigger\" FROM runs WHERE status NOT IN ('ok', 'error', 'aborted', 'timeout')",
+      ],
+      {
+        cwd: root,
+        env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    );
+    const out = JSON.parse(stdout) as [
+      { results: Array<{ total: number }> },
+      { results: Array<{ runId: string; status: string; trigger: string }> },
+    ];
+    total += out[0]?.results[0]?.total ?? Number.NaN;
+    open.push(...(out[1]?.results ?? []));
+  }
+  return { total, open };
 }
 
 // ---------------------------------------------------------------------------------------------

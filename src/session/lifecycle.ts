@@ -262,9 +262,10 @@ async function finalize(
         delivered,
       },
       ...(entry ? { entry } : {}),
-      // A busy session's finalize rides with the next runs' records (one batch for several
-      // runs); a flow's step is handed on only once its run is in D1.
-      behind: a.config.session.writeBehind && !req.flow && !req.spawn && a.queue.othersWaiting(),
+      // A busy session's finalize may ride with the next runs' records (one batch for several
+      // runs, see records.ts); a flow's step is handed on only once its run is in D1.
+      behind: a.config.session.writeBehind && !req.flow && !req.spawn,
+      busy: a.queue.othersWaiting(),
     });
     progress.delivery = { delivered, state };
     // A run with a flow step to hand on is checkpointed here; any other is done below in this

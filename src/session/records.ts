@@ -105,8 +105,9 @@ export interface ActorRecords {
   messagesAppended(sessionId: string, messages: TranscriptMessage[]): Promise<void>;
   /**
    * A run ended: its row (`run` as accepted, `end` its outcome), its last messages, its delivery
-   * with its first attempt, the entry. `behind` (a busy session: another run waits): journaled
-   * synchronously, for the next write to carry with the next runs' records.
+   * with its first attempt, the entry. `behind`: it may wait in the journal, which it does in a
+   * busy session (`busy`: another run waits, or a run ended less than RECORDS_DELAY_MS ago), so
+   * a stream of runs shares batches (group commit); a lone run is written at once.
    */
   runFinished(a: {
     run: RunRecord;
@@ -115,6 +116,7 @@ export interface ActorRecords {
     end: RunEnd;
     entry?: SessionRow;
     behind?: boolean;
+    busy?: boolean;
   }): Promise<void>;
   /** Runs that end outside a finalize: dropped from the queue before they started, or a compaction made inside a turn. */
   runsEnded(runIds: string[], end: RunEnd): Promise<void>;
@@ -163,6 +165,8 @@ export function d1Records(
   let carrying: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let retryMs = RECORDS_DELAY_MS;
+  /** When this instance last recorded a run's end: a session ending runs this often is busy. */
+  let lastFinishedAt = Number.NEGATIVE_INFINITY;
 
   /** Journal rows as records, or why one cannot be read. */
   function carried(rows: readonly JournalRow[]): Array<DeferredRecord | Unreadable> {
@@ -389,7 +393,10 @@ export function d1Records(
       await write({ statements: appendMessageStatements(database(), sessionId, messages) });
     },
 
-    async runFinished({ run, messages, delivery, end, entry, behind }) {
+    async runFinished({ run, messages, delivery, end, entry, behind, busy }) {
+      const now = Date.now();
+      const streaming = now - lastFinishedAt < RECORDS_DELAY_MS;
+      lastFinishedAt = now;
       // The run's row as it ended; coalesced with its records still in the journal (a quick
       // run's accept and start), it is written once.
       const finished: DeferredRecord | undefined = entry && {
@@ -399,7 +406,7 @@ export function d1Records(
         starting: messages,
         ...(delivery ? { delivery } : {}),
       };
-      if (behind && finished) {
+      if (behind && finished && (busy || streaming)) {
         // A busy session's next run goes on; the next write (or the timer) carries this one.
         journal.add(deferredRecordCodec.encode(finished));
         schedule();

@@ -32,8 +32,8 @@ export const STORAGE_METHODS: Record<string, Method> = {
   "storage.rebalance": method(
     z.strictObject({
       limit: z
-        .number({ error: between })
-        .int({ error: between })
+        .number()
+        .int()
         .min(1, { error: (i) => `${between} (got ${i.input})` })
         .max(MAX_LIMIT, { error: (i) => `${between} (got ${i.input})` })
         .optional(),

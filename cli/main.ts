@@ -11,6 +11,7 @@ import { registerDeliveryCommands } from "./commands/deliveries.ts";
 import { registerGatewayCommands } from "./commands/gateway.ts";
 import { registerSendCommand } from "./commands/send.ts";
 import { registerSessionCommands } from "./commands/sessions.ts";
+import { registerStorageCommands } from "./commands/storage.ts";
 import { registerTailCommand } from "./commands/tail.ts";
 import type { CliIo } from "./context.ts";
 import { oneLine, terminalSafe } from "./format.ts";
@@ -40,6 +41,7 @@ export function buildProgram(io: CliIo, version: string): Command {
   registerTailCommand(program, io);
   registerDeliveryCommands(program, io);
   registerConnectorCommands(program, io);
+  registerStorageCommands(program, io);
   return program;
 }
 

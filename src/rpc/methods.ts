@@ -1,7 +1,8 @@
 /**
  * Operator RPC (`POST /rpc/:method`, SPEC §13 and §17 "RPC parameters"): every method by name.
  * Each declares a strict zod schema for its params (unknown params are a 400) and returns the
- * payload; the methods live with their resource (gateway.ts, sessions.ts, runs.ts, connectors.ts).
+ * payload; the methods live with their resource (gateway.ts, sessions.ts, runs.ts, connectors.ts,
+ * storage.ts).
  */
 import { ownEntry } from "../config/lookup";
 import { ApiError, parseInput } from "../http/errors";
@@ -10,6 +11,7 @@ import { GATEWAY_METHODS } from "./gateway";
 import type { Method, RpcContext } from "./method";
 import { RUN_METHODS } from "./runs";
 import { SESSION_METHODS } from "./sessions";
+import { STORAGE_METHODS } from "./storage";
 
 export type { RpcContext };
 
@@ -18,6 +20,7 @@ export const METHODS: Record<string, Method> = {
   ...SESSION_METHODS,
   ...RUN_METHODS,
   ...CONNECTOR_METHODS,
+  ...STORAGE_METHODS,
 };
 
 export async function callMethod(name: string, rawParams: unknown, ctx: RpcContext): Promise<unknown> {

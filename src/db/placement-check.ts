@@ -2,13 +2,14 @@
  * The start check of placement (SPEC §19): every database records the `storage.d1` list its rows
  * were placed with (`storage_placement`), and a gateway started with another list is refused,
  * naming `switchboard storage rebalance`: with a different list, a session's rows would be looked
- * for in the wrong database and written to a second one. Checked once per isolate and list (one
- * read per database, in parallel); a database with no record yet gets one, unless it holds
+ * for in the wrong database and written to a second one. So is a list that leaves out a
+ * database holding sessions (one an earlier list named, or DB). Checked once per isolate and list (one read per
+ * database, in parallel); a database with no record yet gets one, unless it holds
  * sessions placed by an earlier list (a database from before lists were recorded was the whole
  * deployment: the list `[its name]`).
  */
 import { eq } from "drizzle-orm";
-import { allDatabases, databaseNames } from "./placement";
+import { allDatabases, databaseNames, isD1 } from "./placement";
 import { database } from "./queries";
 import * as schema from "./schema";
 
@@ -54,9 +55,14 @@ export function writePlacementRecord(db: D1Database, names: readonly string[], n
 
 /**
  * Why the databases cannot serve the list `names` (undefined: they can). `records[i]` is what
- * `names[i]` records. Pure.
+ * `names[i]` records; `unlisted` what the Worker's other D1 bindings record (one holding
+ * sessions was left out of the list). Pure.
  */
-export function placementProblem(names: readonly string[], records: readonly PlacementRecord[]) {
+export function placementProblem(
+  names: readonly string[],
+  records: readonly PlacementRecord[],
+  unlisted: ReadonlyArray<{ name: string; record: PlacementRecord }> = [],
+) {
   const advice =
     `run \`switchboard storage rebalance\` to move the sessions whose database changes ` +
     `(it reads the earlier list from the databases), or set storage.d1 back`;
@@ -73,7 +79,30 @@ export function placementProblem(names: readonly string[], records: readonly Pla
       );
     }
   }
+  for (const { name, record } of unlisted) {
+    if (!record.used) continue;
+    const placedWith = record.recorded ?? [name];
+    return `storage.d1 is ${listText(names)}, but ${name}, not in it, holds sessions placed with ${listText(placedWith)}: ${advice}`;
+  }
   return undefined;
+}
+
+/**
+ * The D1 bindings outside `names` that may hold sessions: those an earlier list named (as the
+ * listed databases record it) and DB, the one database of a deployment from before lists.
+ */
+function unlistedDatabases(
+  env: Env,
+  names: readonly string[],
+  records: readonly PlacementRecord[],
+): Array<{ name: string; db: D1Database }> {
+  const named = new Set(["DB", ...records.flatMap((r) => [...(r.recorded ?? []), ...(r.movingTo ?? [])])]);
+  return [...named]
+    .filter((name) => !names.includes(name))
+    .flatMap((name) => {
+      const value = (env as unknown as Record<string, unknown>)[name];
+      return isD1(value) ? [{ name, db: value }] : [];
+    });
 }
 
 const checked = new WeakMap<D1Database, { names: readonly string[]; done: Promise<void> }>();
@@ -91,7 +120,13 @@ export function checkPlacement(env: Env, now = Date.now()): Promise<void> {
   if (cached?.names === names) return cached.done;
   const done = (async () => {
     const records = await Promise.all(databases.map(readPlacementRecord));
-    const problem = placementProblem(names, records);
+    const unlisted = await Promise.all(
+      unlistedDatabases(env, names, records).map(async ({ name, db }) => ({
+        name,
+        record: await readPlacementRecord(db),
+      })),
+    );
+    const problem = placementProblem(names, records, unlisted);
     if (problem) throw new StorageListChangedError(problem);
     await Promise.all(
       databases.map((db, i) => (records[i]?.recorded ? undefined : writePlacementRecord(db, names, now))),

@@ -60,7 +60,8 @@ export function placeKey(names: readonly string[], key: string): number {
   );
 }
 
-function isD1(value: unknown): value is D1Database {
+/** Whether `value` is a D1 binding. */
+export function isD1(value: unknown): value is D1Database {
   const v = value as { prepare?: unknown; batch?: unknown } | null | undefined;
   return typeof v?.prepare === "function" && typeof v.batch === "function";
 }

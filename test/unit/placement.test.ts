@@ -106,6 +106,20 @@ describe("the start check of placement", () => {
     );
   });
 
+  it("refuses a list that leaves out a database holding sessions", () => {
+    expect(
+      placementProblem(["DB_1"], [record({})], [{ name: "DB", record: record({ used: true }) }]),
+    ).toContain('storage.d1 is ["DB_1"], but DB, not in it, holds sessions placed with ["DB"]');
+    // A database left out that holds no session is no one's concern.
+    expect(
+      placementProblem(
+        ["DB"],
+        [record({ used: true })],
+        [{ name: "DB_1", record: record({ recorded: FOUR }) }],
+      ),
+    ).toBeUndefined();
+  });
+
   it("refuses to serve while a rebalance is under way", () => {
     expect(placementProblem(FOUR, [record({ recorded: ["DB"], movingTo: FOUR })])).toContain(
       "a rebalance to",

@@ -9,6 +9,8 @@
  *   npm run ab -- <base revision> [list|history|healthz|existing|new] [blocks=20] [block=50]
  *   AB_MODEL=http npm run ab -- …   every turn calls an OpenAI-compatible model over HTTP
  *                                   (workload.startModel, one per side) instead of the echo model
+ *   AB_D1=1,4 npm run ab -- HEAD list   the base side spreads sessions over 1 D1 database, the
+ *                                   head side over 4 (storage.d1): the cost of more databases
  *
  * The base revision is checked out into a temporary git worktree (sharing this checkout's
  * node_modules) and removed afterwards; the other side is this working tree, uncommitted
@@ -29,6 +31,11 @@ const MODE = workload.modeOf(modeArg);
 const BLOCKS = Math.min(Math.max(Number(blocksArg) || 20, 2), 200);
 const BLOCK = Math.min(Math.max(Number(blockArg) || 50, 10), 500);
 const HTTP_MODEL = process.env.AB_MODEL === "http";
+/** D1 databases of the base and head sides (`AB_D1=1,4`; default one each). */
+const D1_COUNTS = (process.env.AB_D1 ?? "1,1")
+  .split(",")
+  .map((n) => Math.min(Math.max(Number(n) || 1, 1), 16));
+const bindings = (n: number) => Array.from({ length: n }, (_, i) => (i === 0 ? "DB" : `DB_${i}`));
 
 function log(msg: string) {
   process.stderr.write(`[ab] ${msg}\n`);
@@ -45,15 +52,27 @@ interface Side {
   done: number;
 }
 
-async function startSide(name: string, start: Starter, scratch: (prefix: string) => string): Promise<Side> {
+async function startSide(
+  name: string,
+  start: Starter,
+  scratch: (prefix: string) => string,
+  databases: number,
+): Promise<Side> {
   const connector = await workload.startConnector();
   const model = HTTP_MODEL ? await workload.startModel() : undefined;
+  const d1 = bindings(databases);
   const server = await start({
     persistTo: scratch(`switchboard-ab-${name}-`),
     vars: workload.workloadVars,
-    config: workload.workloadConfig(connector.port, MODE, model?.url),
+    config: {
+      ...workload.workloadConfig(connector.port, MODE, model?.url),
+      ...(databases > 1 ? { storage: { d1 } } : {}),
+    },
+    ...(databases > 1 ? { d1 } : {}),
   });
-  log(`${name}: ${server.url} (pid ${server.pid})${model ? `, model ${model.url}` : ""}`);
+  log(
+    `${name}: ${server.url} (pid ${server.pid})${model ? `, model ${model.url}` : ""}${databases > 1 ? `, ${databases} D1 databases` : ""}`,
+  );
   await workload.warmUp(server.url, connector);
   return { name, server, connector, model, cpuMs: 0, done: 0 };
 }
@@ -86,8 +105,8 @@ async function main() {
     symlinkSync(path.join(root, "node_modules"), path.join(worktree, "node_modules"));
     const baseLib = await import(path.join(worktree, "scripts/lib/local-server.ts"));
     const headLib = await import("../scripts/lib/local-server.ts");
-    sides.push(await startSide("base", baseLib.startLocalServer, headLib.scratchDir));
-    sides.push(await startSide("head", headLib.startLocalServer, headLib.scratchDir));
+    sides.push(await startSide("base", baseLib.startLocalServer, headLib.scratchDir, D1_COUNTS[0] ?? 1));
+    sides.push(await startSide("head", headLib.startLocalServer, headLib.scratchDir, D1_COUNTS[1] ?? 1));
     const [a, b] = sides as [Side, Side];
     console.log(
       `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${base}, head = working tree; ${HTTP_MODEL ? "model over HTTP" : "echo model"})`,

@@ -106,8 +106,8 @@ export interface ActorRecords {
   /**
    * A run ended: its row (`run` as accepted, `end` its outcome), its last messages, its delivery
    * with its first attempt, the entry. `behind`: it may wait in the journal, which it does in a
-   * busy session (`busy`: another run waits, or a run ended less than RECORDS_DELAY_MS ago), so
-   * a stream of runs shares batches (group commit); a lone run is written at once.
+   * busy session (`busy`: another run waits), so the runs of a backlog share batches (the last
+   * one writes them all); a run with none behind it is written at once.
    */
   runFinished(a: {
     run: RunRecord;
@@ -165,8 +165,6 @@ export function d1Records(
   let carrying: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let retryMs = RECORDS_DELAY_MS;
-  /** When this instance last recorded a run's end: a session ending runs this often is busy. */
-  let lastFinishedAt = Number.NEGATIVE_INFINITY;
 
   /** Journal rows as records, or why one cannot be read. */
   function carried(rows: readonly JournalRow[]): Array<DeferredRecord | Unreadable> {
@@ -394,9 +392,6 @@ export function d1Records(
     },
 
     async runFinished({ run, messages, delivery, end, entry, behind, busy }) {
-      const now = Date.now();
-      const streaming = now - lastFinishedAt < RECORDS_DELAY_MS;
-      lastFinishedAt = now;
       // The run's row as it ended; coalesced with its records still in the journal (a quick
       // run's accept and start), it is written once.
       const finished: DeferredRecord | undefined = entry && {
@@ -406,7 +401,7 @@ export function d1Records(
         starting: messages,
         ...(delivery ? { delivery } : {}),
       };
-      if (behind && finished && (busy || streaming)) {
+      if (behind && finished && busy) {
         // A busy session's next run goes on; the next write (or the timer) carries this one.
         journal.add(deferredRecordCodec.encode(finished));
         schedule();

@@ -1,24 +1,19 @@
 /**
  * What one message costs a SessionActor in DO SQLite statements: a connector's message to an
- * existing idle session (its last run ended longer than RECORDS_DELAY_MS ago: a lone message,
- * whose finalize is written at once, not behind), from the enqueue to the run leaving the queue
- * with its reply delivered and its records in D1. The bound guards the per-message CPU (issue bar: CPU per
+ * existing idle session, from the enqueue to the run leaving the queue with its reply
+ * delivered and its records in D1. The bound guards the per-message CPU (issue bar: CPU per
  * message; each statement costs tens of microseconds of the actor's thread).
  */
 import { runInDurableObject } from "cloudflare:test";
-import { afterEach, expect, it, vi } from "vitest";
+import { afterEach, expect, it } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
-import { RECORDS_DELAY_MS } from "../../src/session/records";
-import { actor, actorSettled, dm, eventually, fakeConnector, holdClock, inbound, waitRun } from "./support";
+import { actor, actorSettled, dm, eventually, fakeConnector, inbound, waitRun } from "./support";
 
 /** Statements one message may cost (20 when this was written, from 29 before). */
 const MAX_STATEMENTS = 20;
 
 let restore: (() => void) | undefined;
-afterEach(() => {
-  restore?.();
-  vi.useRealTimers();
-});
+afterEach(() => restore?.());
 
 it(`runs a message to an existing idle session in at most ${MAX_STATEMENTS} DO SQLite statements`, async () => {
   const connector = fakeConnector();
@@ -45,10 +40,7 @@ it(`runs a message to an existing idle session in at most ${MAX_STATEMENTS} DO S
       },
     });
   });
-  // The clock is held, and moved past RECORDS_DELAY_MS before each message.
-  holdClock(0);
   for (const text of ["first", "second"]) {
-    vi.setSystemTime(Date.now() + 2 * RECORDS_DELAY_MS);
     statements.length = 0;
     recording = true;
     const ack = await send(text);

@@ -198,7 +198,16 @@ function diffBindings(after: Tally, before: Tally): Record<string, BindingTally>
   return out;
 }
 
+/** Thrown when the counts of a window come from two isolates (workerd started the Worker again). */
+export class IsolateRestartError extends Error {
+  override name = "IsolateRestartError";
+}
+
 function delta(before: Tally, after: Tally): Load {
+  if (before.isolate !== after.isolate)
+    throw new IsolateRestartError(
+      "db load: workerd started the Worker's isolate again during a window, so its counts began anew",
+    );
   return {
     d1Statements: after.d1.statements - before.d1.statements,
     d1RoundTrips: after.d1.roundTrips - before.d1.roundTrips,
@@ -707,6 +716,10 @@ export async function benchDbLoad(opts: {
       Object.entries(last.byBinding).map(([name, st]) => [name, st.sessions]),
     );
     return { databases, workloads, reads, sessionsByBinding, problems };
+  } catch (error) {
+    if (error instanceof IsolateRestartError && server)
+      error.message += `\nwrangler's output (tail):\n${server.output().slice(-3000)}`;
+    throw error;
   } finally {
     await server?.stop();
     await bridge.close();

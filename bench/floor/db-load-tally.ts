@@ -17,6 +17,8 @@ export interface BindingTally {
 }
 
 export interface Tally {
+  /** This isolate's id: a change means workerd started it again, and the counts began anew. */
+  isolate: string;
   d1: {
     statements: number;
     roundTrips: number;

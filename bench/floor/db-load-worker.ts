@@ -37,6 +37,8 @@ import gateway, { SessionActor as GatewaySessionActor } from "../../src/index";
 import type { BindingTally, D1State, DatabaseState, Origin, Tally } from "./db-load-tally";
 
 const tally: Tally = {
+  // Set on the first request: random values are not allowed in the global scope.
+  isolate: "",
   d1: {
     statements: 0,
     roundTrips: 0,
@@ -386,6 +388,7 @@ export class SessionActor extends GatewaySessionActor {
     const sql = storage.sql;
     countStorage(storage);
     super(ctx, countedEnv(env, "actor"));
+    tally.isolate ||= crypto.randomUUID();
     tally.actors++;
     // The patch is on these objects: the actor must meet the same ones on every read.
     const again = ctx.storage;
@@ -428,6 +431,7 @@ async function d1State(env: Env): Promise<D1State> {
 export default {
   async fetch(request, env, ctx) {
     const { pathname } = new URL(request.url);
+    tally.isolate ||= crypto.randomUUID();
     if (pathname === "/__bench/db-counts") return Response.json(tally);
     if (pathname === "/__bench/d1-state") return Response.json(await d1State(env));
     return gateway.fetch(request, countedEnv(env, "worker"), ctx);

@@ -975,6 +975,15 @@ export function writeMeasurement(repo: string, m: DbLoadMeasurement, file = RESU
   const target = path.join(repo, file);
   mkdirSync(path.dirname(target), { recursive: true });
   writeFileSync(target, `${JSON.stringify(m, null, 2)}\n`);
+  // The file is committed: left as the repository's formatter writes it, `npm run lint` stays clean.
+  try {
+    execFileSync(path.join(repo, "node_modules/.bin/biome"), ["format", "--write", target], {
+      cwd: repo,
+      stdio: "ignore",
+    });
+  } catch {
+    // unformatted JSON is still the measurement
+  }
   return target;
 }
 

@@ -28,9 +28,7 @@ export interface Input {
   from: string;
 }
 
-export type Plan = "paid" | "free";
-
-/** Cloudflare's published figures (checked against the pages named, 2026). */
+/** Cloudflare's published figures for Workers Paid (checked against the pages named, 2026). */
 export const PAGES = {
   d1Limits: "https://developers.cloudflare.com/d1/platform/limits/",
   doLimits: "https://developers.cloudflare.com/durable-objects/platform/limits/",
@@ -49,8 +47,7 @@ export interface Published {
   workerCpuMsPerInvocation: Input;
 }
 
-export function published(plan: Plan): Published {
-  const paid = plan === "paid";
+export function published(): Published {
   const p = (label: string, value: number, unit: string, from: string): Input => ({
     label,
     value,
@@ -67,27 +64,27 @@ export function published(plan: Plan): Published {
     ),
     d1DatabaseBytes: p(
       "D1 maximum database size",
-      paid ? 10e9 : 500e6,
+      10e9,
       "bytes",
-      `${PAGES.d1Limits} (${paid ? "10 GB, Workers Paid; cannot be increased" : "500 MB, Free"})`,
+      `${PAGES.d1Limits} (10 GB on Workers Paid; cannot be increased)`,
     ),
     d1AccountBytes: p(
       "D1 maximum storage per account",
-      paid ? 1e12 : 5e9,
+      1e12,
       "bytes",
-      `${PAGES.d1Limits} (${paid ? "1 TB, Workers Paid; raised on request" : "5 GB, Free"})`,
+      `${PAGES.d1Limits} (1 TB on Workers Paid; raised on request)`,
     ),
     d1DatabasesPerAccount: p(
       "D1 databases per account",
-      paid ? 50_000 : 10,
+      50_000,
       "databases",
-      `${PAGES.d1Limits} (${paid ? "Workers Paid" : "Free"})`,
+      `${PAGES.d1Limits} (Workers Paid)`,
     ),
     d1QueriesPerInvocation: p(
       "D1 queries per Worker invocation",
-      paid ? 1_000 : 50,
+      1_000,
       "queries",
-      `${PAGES.d1Limits} (${paid ? "Workers Paid" : "Free"})`,
+      `${PAGES.d1Limits} (Workers Paid)`,
     ),
     d1ConnectionsPerInvocation: p(
       "D1 connections open at once per Worker invocation",
@@ -103,9 +100,9 @@ export function published(plan: Plan): Published {
     ),
     workerCpuMsPerInvocation: p(
       "Worker CPU time per invocation",
-      paid ? 30_000 : 10,
+      30_000,
       "ms",
-      `${PAGES.workersLimits} (${paid ? "Workers Paid: 30 s by default, up to 5 min with limits.cpu_ms" : "Free: 10 ms"})`,
+      `${PAGES.workersLimits} (Workers Paid: 30 s by default, up to 5 min with limits.cpu_ms)`,
     ),
   };
 }
@@ -138,7 +135,6 @@ export interface Assumed {
 }
 
 export interface ModelInputs {
-  plan: Plan;
   published: Published;
   measured: Measured;
   assumed: Assumed;
@@ -166,7 +162,7 @@ export interface Row {
   listingWithinLimit: boolean;
   /** Waves of parallel reads one listing takes at the connection limit. */
   listingWaves: number;
-  /** Whether the plan allows that many databases. */
+  /** Whether an account may have that many D1 databases. */
   allowed: boolean;
   bindsFirst: string;
 }
@@ -210,8 +206,9 @@ export function row(i: ModelInputs, databases: number): Row {
   const allowed = databases <= p.d1DatabasesPerAccount.value;
   const s = perSession(i);
   let bindsFirst: string;
-  if (!allowed) bindsFirst = `the plan (at most ${p.d1DatabasesPerAccount.value} D1 databases)`;
-  else if (!s.cpuWithinLimit) bindsFirst = "Worker CPU per invocation (every message is over the limit)";
+  if (!allowed) bindsFirst = `the account (at most ${p.d1DatabasesPerAccount.value} D1 databases)`;
+  else if (!s.cpuWithinLimit)
+    bindsFirst = `Worker CPU per invocation (a message's ${fmt(m.cpuMsPerMessage.value)} ms against ${fmt(p.workerCpuMsPerInvocation.value)} ms)`;
   else if (sizeRate !== undefined && sizeRate < burst)
     bindsFirst = `D1 size (${fmt(sizeRate)} msg/s keep ${fmt(retention ?? 0)} days of turns in ${bytes(space)}), before D1 queries (${fmt(burst)} msg/s)`;
   else if (sizeRate !== undefined)
@@ -247,8 +244,9 @@ export function fmt(v: number): string {
   return Number(v.toPrecision(3)).toLocaleString("en-US", { maximumFractionDigits: 3 });
 }
 
-/** A span of days, in hours below two days. */
+/** A span of days, in hours below two days and in minutes below one hour. */
 export function duration(days: number): string {
+  if (days < 1 / 24) return `${fmt(days * 24 * 60)} minutes`;
   return days < 2 ? `${fmt(days * 24)} hours` : `${fmt(days)} days`;
 }
 
@@ -301,7 +299,7 @@ export function report(i: ModelInputs): string[] {
     p.workerCpuMsPerInvocation,
   ];
   const out = [
-    `Capacity model (docs/capacity.md): Workers ${i.plan === "paid" ? "Paid" : "Free"}, ${fmt(i.statementMs.value)} ms per D1 statement (${i.statementMs.source})`,
+    `Capacity model (docs/capacity.md): Workers Paid, ${fmt(i.statementMs.value)} ms per D1 statement (${i.statementMs.source})`,
     "",
     "| input | value | source |",
     "|---|---|---|",
@@ -339,7 +337,7 @@ export function report(i: ModelInputs): string[] {
   out.push(
     "",
     `One session (one Durable Object, one database): at most ${fmt(s.ceiling)} msg/s — ${fmt(s.byRequests)} by requests (${fmt(p.doRequestsPerSecond.value)} req/s ÷ ${fmt(m.doRequestsPerMessage.value)} per message), ${fmt(s.byCpu)} by CPU (1000 ms ÷ ${fmt(m.cpuMsPerMessage.value)} ms per message, an upper bound: the local figure includes the D1 and Durable Object simulators). A turn waits for its model: a real model's latency holds one session far below either.`,
-    `Worker CPU: ${fmt(m.cpuMsPerMessage.value)} ms per message against ${fmt(p.workerCpuMsPerInvocation.value)} ms per invocation: ${s.cpuWithinLimit ? "within the limit; Workers scale out, so CPU sets no deployment-wide ceiling" : "OVER the limit"}.`,
+    `Worker CPU: ${fmt(m.cpuMsPerMessage.value)} ms per message (all its invocations together) against ${fmt(p.workerCpuMsPerInvocation.value)} ms per invocation: ${s.cpuWithinLimit ? "within the limit; Workers scale out, so CPU sets no deployment-wide ceiling" : "OVER the limit"}.`,
   );
   if (i.statementMs.source !== "measured") {
     const local = { ...i, statementMs: m.localStatementMs };

@@ -6,7 +6,7 @@
  *   npm run capacity                       the model, from bench/results/db-load.json
  *   npm run capacity -- --measure          measure first (bench/db-load.ts, 1 database), write the file, then the model
  *   npm run capacity -- --simulate         the model, then its check under wrangler dev with 4 databases
- *   Options: --plan free|paid (paid)  --turns N (20)  --retention-days N (none, as the product's
+ *   Options: --turns N (20)  --retention-days N (none, as the product's
  *            default)  --statement-ms MS (published: 1)  --local-cost (the measured local cost)
  *            --file PATH (bench/results/db-load.json)
  *
@@ -20,7 +20,6 @@ import {
   type Input,
   type Measured,
   type ModelInputs,
-  type Plan,
   published,
   report,
 } from "../bench/capacity-model.ts";
@@ -40,7 +39,6 @@ const { values } = parseArgs({
   options: {
     measure: { type: "boolean", default: false },
     simulate: { type: "boolean", default: false },
-    plan: { type: "string", default: "paid" },
     turns: { type: "string", default: "20" },
     "retention-days": { type: "string" },
     "statement-ms": { type: "string" },
@@ -54,8 +52,6 @@ function fail(message: string): never {
   process.exit(2);
 }
 
-const plan = values.plan as Plan;
-if (plan !== "paid" && plan !== "free") fail(`--plan takes free or paid (got ${values.plan})`);
 const turns = Number(values.turns);
 if (!Number.isFinite(turns) || turns < 1) fail(`--turns takes a number of turns ≥ 1 (got ${values.turns})`);
 const retentionDays = values["retention-days"] === undefined ? undefined : Number(values["retention-days"]);
@@ -216,9 +212,8 @@ const assumed: Assumed = {
       }
     : {}),
 };
-const pub = published(plan);
+const pub = published();
 const inputs: ModelInputs = {
-  plan,
   published: pub,
   measured,
   assumed,

@@ -282,8 +282,17 @@ function memo<K extends object, V>(
   return value;
 }
 
+const names = new WeakMap<Env, readonly string[]>();
+
 /** The D1 binding names of `storage.d1` (the gateway reads the same config). */
-const storageNames = (env: Env): readonly string[] => loadConfig(env).storage.d1;
+function storageNames(env: Env): readonly string[] {
+  let list = names.get(env);
+  if (!list) {
+    list = loadConfig(env).storage.d1;
+    names.set(env, list);
+  }
+  return list;
+}
 
 /**
  * The runtime's env, except that each D1 binding of `storage.d1` is its counting wrapper and

@@ -47,8 +47,10 @@
  * 14. After 13, the storage load of a message (bench/db-load.ts, informational, no bar yet): a
  *     gateway of its own behind a test-only entry that counts D1 statements and round trips and
  *     Durable Object SQL statements (bench/floor/db-load-worker.ts); per message for a new
- *     session, a burst to an existing session, one at a time to an existing session, and a turn
- *     with one tool call, each message's window closed once nothing changes.
+ *     session, a burst to an existing session, one at a time to an existing session, a turn
+ *     with one tool call, and many sessions at once, each window closed once nothing changes;
+ *     per read for sessions.list, runs.list and runs.get. Written to bench/results/db-load.json,
+ *     the input of `npm run capacity`.
  *  2b. Run before 12 (informational, no bar): the gateway is restarted with `agents.defaults.model`
  *     `slow/m`, a fake OpenAI-compatible server on 127.0.0.1 that holds every call open, so runs
  *     are parked; then ack req/s and p50/p99 at c=32 for 1,000 messages to the 1,000 sessions of
@@ -72,7 +74,7 @@ import { type LocalServer, scratchDir } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 import { benchConnectorPaths, PATHS } from "./connectors.ts";
-import { benchDbLoad, copySources, perMessage } from "./db-load.ts";
+import { benchDbLoad, copySources, measurementOf, perCall, perMessage, writeMeasurement } from "./db-load.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
 /**
@@ -1656,6 +1658,17 @@ async function phaseDbLoad(): Promise<void> {
         `${p.detail}; counted by bench/floor/db-load-worker.ts`,
       );
     }
+    for (const r of result.reads) {
+      const p = perCall(r);
+      row(
+        "14",
+        `storage load per read: ${r.name}`,
+        `D1 ${p.d1Statements.toFixed(2)} statements, ${p.d1RoundTrips.toFixed(2)} round trips`,
+        `${p.detail}; counted by bench/floor/db-load-worker.ts`,
+      );
+    }
+    const file = writeMeasurement(repo, measurementOf(result, repo));
+    log(`storage load written to ${path.relative(repo, file)} (the input of npm run capacity)`);
     problems.push(...result.problems);
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -169,11 +169,14 @@ export function updateQuery<T extends SQLiteTable>(
   };
 }
 
+/** D1's bound parameters per statement: up to this many, rows are bound as values. */
+const MAX_PARAMS = 100;
+
 /**
- * Several rows in one statement: `insert into "t" (…) select value ->> 0, … from json_each(?)`,
- * the rows one JSON parameter (arrays of encoded values in column order, so D1's limit of 100
- * bound parameters never applies), then `conflict` (SQL text; default: do nothing). An undefined
- * value stores the column's default, as `insertQuery` does.
+ * Several rows in one statement, then `conflict` (SQL text; default: do nothing). Rows that fit
+ * D1's 100 bound parameters are bound as `values (…), (…)`; more go as one JSON parameter
+ * (`select value ->> 0, … from json_each(?)`, arrays of encoded values in column order). An
+ * undefined value stores the column's default, as `insertQuery` does.
  */
 export function insertManyQuery<T extends SQLiteTable>(
   table: T,
@@ -192,13 +195,26 @@ export function insertManyQuery<T extends SQLiteTable>(
       return fallback ? encode((p.columns[i] as ColumnDef).codec, fallback.value) : null;
     });
   });
+  const columns = p.columns.map((c) => `"${c.name}"`).join(", ");
+  if (rows.length * p.columns.length <= MAX_PARAMS) {
+    const cacheKey = `values|${rows.length}|${conflict}`;
+    const row = `(${p.columns.map(() => "?").join(", ")})`;
+    const sql =
+      p.texts.get(cacheKey) ??
+      remember(
+        p,
+        cacheKey,
+        `insert into ${p.quoted} (${columns}) values ${Array.from({ length: rows.length }, () => row).join(", ")} ${conflict}`,
+      );
+    return { sql, params: encoded.flat() };
+  }
   const cacheKey = `many|${conflict}`;
   const sql =
     p.texts.get(cacheKey) ??
     remember(
       p,
       cacheKey,
-      `insert into ${p.quoted} (${p.columns.map((c) => `"${c.name}"`).join(", ")}) select ${p.columns
+      `insert into ${p.quoted} (${columns}) select ${p.columns
         .map((_, i) => `value ->> ${i}`)
         .join(", ")} from json_each(?) where true ${conflict}`,
     );

@@ -1,3 +1,4 @@
+import { env } from "cloudflare:workers";
 import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
@@ -13,7 +14,7 @@ import {
   upsertSessionStatement,
 } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
-import { insertQuery } from "../../src/db/writes";
+import { boundStatement, insertManyQuery, insertQuery } from "../../src/db/writes";
 import { newSessionRow } from "../../src/session/entry";
 
 // The hot write statements bypass drizzle's query builder (src/db/writes.ts). Each case here
@@ -261,5 +262,49 @@ describe("hot write statements match drizzle's SQL and params", () => {
       at: integer("at").$defaultFn(() => Date.now()),
     });
     expect(() => insertQuery(stamped, { id: "a" }, "nothing")).toThrow(/not supported/);
+  });
+});
+
+describe("several rows in one statement (insertManyQuery)", () => {
+  const row = (i: number): RunInsert => ({
+    runId: `many-${i}`,
+    sessionKey: `k-${i % 3}`,
+    sessionId: "s",
+    trigger: i % 2 ? "inbound" : "rpc",
+    status: i % 4 ? "ok" : "error",
+    createdAt: 1_700_000_000_000 + i,
+    ...(i % 2
+      ? { reply: `reply ${i} "quoted" ✓`, usage: { inputTokens: i, outputTokens: 1 }, delivered: true }
+      : {}),
+    ...(i % 5 === 0 ? { error: "boom", deliver: true } : {}),
+  });
+
+  it("stores what one insert per row stores: bound as values, or as one JSON parameter past 100 parameters", async () => {
+    const db = env.DB;
+    const d = drizzle(db, { schema });
+    for (const [from, count, form] of [
+      [0, 3, /values \(/],
+      [100, 40, /json_each/],
+    ] as const) {
+      const rows = Array.from({ length: count }, (_, i) => row(from + i));
+      const query = insertManyQuery(schema.runs, rows);
+      expect(query.sql).toMatch(form);
+      await boundStatement(db, query).run();
+      // Again: nothing changes (on conflict do nothing).
+      await boundStatement(db, insertManyQuery(schema.runs, rows)).run();
+      for (const r of rows) {
+        await d
+          .insert(schema.runs)
+          .values({ ...r, runId: `one-${r.runId}` })
+          .run();
+        const [many] = await d.select().from(schema.runs).where(eq(schema.runs.runId, r.runId)).all();
+        const [one] = await d
+          .select()
+          .from(schema.runs)
+          .where(eq(schema.runs.runId, `one-${r.runId}`))
+          .all();
+        expect(many).toEqual({ ...one, runId: r.runId });
+      }
+    }
   });
 });

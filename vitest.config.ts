@@ -19,38 +19,51 @@ export const TEST_CONFIG = {
 /** The D1 bindings the Workers tests have. */
 export const TEST_D1 = ["DB", "DB_1", "DB_2", "DB_3"];
 
-// Three projects: everything under test/unit and test/integration runs inside workerd with
-// per-file isolated storage; test/e2e runs in Node and drives a real `wrangler dev`, and
-// test/browser drives the dashboard of one in Chromium.
+/**
+ * A Workers project: its tests run inside workerd with per-file isolated storage, with the test
+ * config plus `extra` as SWITCHBOARD_CONFIG.
+ */
+function workersProject(
+  name: string,
+  include: string[],
+  migrations: Awaited<ReturnType<typeof readD1Migrations>>,
+  extra: Record<string, unknown> = {},
+) {
+  return {
+    plugins: [
+      cloudflareTest({
+        wrangler: { configPath: "./wrangler.toml" },
+        miniflare: {
+          // DB as wrangler.toml has it, and three more for the tests of storage over
+          // several databases (SPEC §19); storage.d1 says which the gateway uses.
+          d1Databases: TEST_D1,
+          bindings: {
+            TEST_MIGRATIONS: migrations,
+            SWITCHBOARD_CONFIG: JSON.stringify({ ...TEST_CONFIG, ...extra }),
+            GATEWAY_TOKEN: "test-token",
+            HOOKS_TOKEN: "test-hooks-token",
+            DEV_CONNECTOR_SECRET: "test-connector-secret",
+          },
+        },
+      }),
+    ],
+    test: { name, include, setupFiles: ["./test/integration/apply-migrations.ts"] },
+  };
+}
+
+// Four projects: everything under test/unit and test/integration runs inside workerd with
+// per-file isolated storage, and test/integration runs again with sessions spread over the
+// four D1 databases (storage.d1, SPEC §19); test/e2e runs in Node and drives a real
+// `wrangler dev`, and test/browser drives the dashboard of one in Chromium.
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
     test: {
       projects: [
-        {
-          plugins: [
-            cloudflareTest({
-              wrangler: { configPath: "./wrangler.toml" },
-              miniflare: {
-                // DB as wrangler.toml has it, and three more for the tests of storage over
-                // several databases (SPEC §19); storage.d1 says which the gateway uses.
-                d1Databases: TEST_D1,
-                bindings: {
-                  TEST_MIGRATIONS: migrations,
-                  SWITCHBOARD_CONFIG: JSON.stringify(TEST_CONFIG),
-                  GATEWAY_TOKEN: "test-token",
-                  HOOKS_TOKEN: "test-hooks-token",
-                  DEV_CONNECTOR_SECRET: "test-connector-secret",
-                },
-              },
-            }),
-          ],
-          test: {
-            name: "workers",
-            include: ["test/unit/**/*.test.ts", "test/integration/**/*.test.ts"],
-            setupFiles: ["./test/integration/apply-migrations.ts"],
-          },
-        },
+        workersProject("workers", ["test/unit/**/*.test.ts", "test/integration/**/*.test.ts"], migrations),
+        workersProject("workers-d1x4", ["test/integration/**/*.test.ts"], migrations, {
+          storage: { d1: TEST_D1 },
+        }),
         {
           test: {
             name: "e2e",

@@ -14,18 +14,21 @@ import {
   sessionRow,
   transcriptMessages,
 } from "./rpc-support";
+import { configText, selectEach } from "./support";
 
 const DAY = 24 * 3_600_000;
 
+/** A transcript's message ids, found in whichever database holds them. */
 async function messageIds(sessionId: string): Promise<string[]> {
-  const rows = await env.DB.prepare("SELECT id FROM messages WHERE session_id = ? ORDER BY seq")
-    .bind(sessionId)
-    .all<{ id: string }>();
-  return rows.results.map((r) => r.id);
+  const rows = await selectEach<{ id: string }>(
+    "SELECT id FROM messages WHERE session_id = ? ORDER BY seq",
+    sessionId,
+  );
+  return rows.map((r) => r.id);
 }
 
 async function exists(table: string, column: string, value: string): Promise<boolean> {
-  return !!(await env.DB.prepare(`SELECT 1 FROM ${table} WHERE ${column} = ?`).bind(value).first());
+  return (await selectEach(`SELECT 1 FROM ${table} WHERE ${column} = ?`, value)).length > 0;
 }
 
 function run(runId: string, status: string, createdAt: number): typeof schema.runs.$inferInsert {
@@ -79,7 +82,7 @@ describe("transcript retention (session.retention.days)", () => {
     ]);
 
     const config = { session: { retention: { days: 7 } } };
-    await runScheduled({ scheduledTime: now }, { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) });
+    await runScheduled({ scheduledTime: now }, { ...env, SWITCHBOARD_CONFIG: configText(config) });
 
     expect(await messageIds(oldSessionId)).toEqual([]);
     expect(await messageIds(current!.sessionId)).toEqual(["new-1", "new-2"]);
@@ -103,7 +106,7 @@ describe("transcript retention (session.retention.days)", () => {
     const sessionId = crypto.randomUUID();
     await recordTranscript(env, sessionId, "agent:ret:chunks", now);
     await seedMessages(sessionId, transcriptMessages("c", 7, { start: now - 30 * DAY }));
-    const config = parseConfig(JSON.stringify({ session: { retention: { days: 1 } } }));
+    const config = parseConfig(configText({ session: { retention: { days: 1 } } }));
     const first = await applyRetention(env, config, now, { chunk: 2, messageChunks: 2 });
     expect(first).toMatchObject({ messages: 4, more: true });
     expect(await messageIds(sessionId)).toEqual(["c-5", "c-6", "c-7"]);

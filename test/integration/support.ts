@@ -3,7 +3,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
-import { allDatabases, bindingOf, databaseNames } from "../../src/db/placement";
+import { allDatabases, bindingOf, databaseNames, databaseOfKey } from "../../src/db/placement";
 
 export const SECRET = "test-connector-secret";
 export const TOKEN = "test-token";
@@ -53,6 +53,21 @@ export async function selectEach<T = Record<string, unknown>>(
     ),
   );
   return answers.flatMap((a) => a.results);
+}
+
+/**
+ * `prefix`0, `prefix`1, …: the first key that lives in each database of storage.d1, in that
+ * order, so a test can put rows in every database (one key with a single database).
+ */
+export function keysInEachDatabase(prefix: string): string[] {
+  const databases = allDatabases(env);
+  const found = new Map<D1Database, string>();
+  for (let i = 0; found.size < databases.length; i++) {
+    if (i > 10_000) throw new Error(`no key ${prefix}<n> lives in some database of storage.d1`);
+    const db = databaseOfKey(env, `${prefix}${i}`);
+    if (!found.has(db)) found.set(db, `${prefix}${i}`);
+  }
+  return databases.map((db) => found.get(db) as string);
 }
 
 export async function inbound(channel: string, body: unknown, opts: { secret?: string; at?: number } = {}) {

@@ -14,7 +14,7 @@ import {
   sessionRow,
   transcriptMessages,
 } from "./rpc-support";
-import { configText, selectEach } from "./support";
+import { configText, keysInEachDatabase, selectEach } from "./support";
 
 const DAY = 24 * 3_600_000;
 
@@ -112,6 +112,28 @@ describe("transcript retention (session.retention.days)", () => {
     expect(await messageIds(sessionId)).toEqual(["c-5", "c-6", "c-7"]);
     const second = await applyRetention(env, config, now, { chunk: 2, messageChunks: 2 });
     expect(second).toMatchObject({ messages: 3, more: false });
+  });
+
+  it("deletes in every database, each one's work bounded by the chunk (SPEC §19)", async () => {
+    const now = Date.now();
+    const keys = keysInEachDatabase("agent:ret-spread:dm:p");
+    const sessionIds = keys.map(() => crypto.randomUUID());
+    for (const [i, key] of keys.entries()) {
+      await recordTranscript(env, sessionIds[i]!, key, now - 30 * DAY);
+      await seedMessages(sessionIds[i]!, transcriptMessages(`spread${i}`, 3, { start: now - 30 * DAY }));
+    }
+    const config = parseConfig(configText({ session: { retention: { days: 1 } } }));
+    // Each database deletes up to the chunk: 2 of its 3 messages, so more is left.
+    const first = await applyRetention(env, config, now, { chunk: 2, messageChunks: 1 });
+    expect(first).toMatchObject({ messages: 2 * keys.length, transcripts: 0, more: true });
+    for (const [i, id] of sessionIds.entries()) expect(await messageIds(id)).toEqual([`spread${i}-3`]);
+    // Then the last one of each, and the transcripts left empty (no session names them).
+    const second = await applyRetention(env, config, now, { chunk: 2, messageChunks: 1 });
+    expect(second).toMatchObject({ messages: keys.length, transcripts: keys.length, more: false });
+    for (const id of sessionIds) {
+      expect(await messageIds(id)).toEqual([]);
+      expect(await exists("transcripts", "session_id", id)).toBe(false);
+    }
   });
 
   it("does nothing without session.retention.days", async () => {

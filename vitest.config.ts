@@ -1,6 +1,6 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
 
 /** The config integration tests run with; tests that need another one pass their own env. */
 export const TEST_CONFIG = {
@@ -51,10 +51,40 @@ function workersProject(
   };
 }
 
-// Four projects: everything under test/unit and test/integration runs inside workerd with
-// per-file isolated storage, and test/integration runs again with sessions spread over the
-// four D1 databases (storage.d1, SPEC §19); test/e2e runs in Node and drives a real
-// `wrangler dev`, and test/browser drives the dashboard of one in Chromium.
+/** The end-to-end files that start no gateway (the CLI against fakes, pure formatting, the bench's own Worker). */
+const E2E_WITHOUT_GATEWAY = [
+  "test/e2e/cli-args.e2e.test.ts",
+  "test/e2e/cli-format.e2e.test.ts",
+  "test/e2e/proc-cpu.e2e.test.ts",
+  "test/e2e/bench-floor.e2e.test.ts",
+];
+
+/** An end-to-end project: Node tests driving `wrangler dev`, one file at a time. */
+function e2eProject(
+  name: string,
+  extra: { exclude?: string[]; env?: Record<string, string>; groupOrder?: number } = {},
+) {
+  return {
+    test: {
+      name,
+      environment: "node",
+      include: ["test/e2e/**/*.test.ts"],
+      ...(extra.exclude ? { exclude: [...configDefaults.exclude, ...extra.exclude] } : {}),
+      ...(extra.env ? { env: extra.env } : {}),
+      ...(extra.groupOrder !== undefined ? { sequence: { groupOrder: extra.groupOrder } } : {}),
+      testTimeout: 120_000,
+      hookTimeout: 180_000,
+      fileParallelism: false,
+    },
+  };
+}
+
+// Everything under test/unit and test/integration runs inside workerd with per-file isolated
+// storage, and test/integration again with sessions spread over the four D1 databases
+// (storage.d1, SPEC §19); test/e2e runs in Node and drives a real `wrangler dev`, and again
+// with four databases (SWITCHBOARD_TEST_D1, test/e2e/support/gateway.ts) once the others are
+// done, so that no two end-to-end projects share the machine; test/browser drives the dashboard
+// of one in Chromium.
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
@@ -64,16 +94,12 @@ export default defineConfig(async () => {
         workersProject("workers-d1x4", ["test/integration/**/*.test.ts"], migrations, {
           storage: { d1: TEST_D1 },
         }),
-        {
-          test: {
-            name: "e2e",
-            environment: "node",
-            include: ["test/e2e/**/*.test.ts"],
-            testTimeout: 120_000,
-            hookTimeout: 180_000,
-            fileParallelism: false,
-          },
-        },
+        e2eProject("e2e"),
+        e2eProject("e2e-d1x4", {
+          exclude: E2E_WITHOUT_GATEWAY,
+          env: { SWITCHBOARD_TEST_D1: String(TEST_D1.length) },
+          groupOrder: 1,
+        }),
         {
           // The dashboard in a real browser (Debian's chromium, driven by playwright-core)
           // against `wrangler dev`; skipped, loudly, when no Chromium is installed.

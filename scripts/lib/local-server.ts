@@ -142,6 +142,30 @@ export function configWithD1(
   return file;
 }
 
+/**
+ * Runs SQL against the local D1 database of `binding` in `persistTo` (`wrangler d1 execute
+ * --local`), with the D1 bindings `d1` declared (default `["DB"]`), and returns each statement's
+ * rows. Only while no `wrangler dev` holds that directory: two workerd processes must not share
+ * its SQLite files.
+ */
+export async function executeLocalD1<T = Record<string, unknown>>(
+  persistTo: string,
+  binding: string,
+  command: string,
+  d1: readonly string[] = ["DB"],
+): Promise<T[][]> {
+  const wranglerConfig = configWithD1(undefined, d1);
+  const args = ["d1", "execute", localDatabaseName(binding), "--local", "--persist-to", persistTo, "--json"];
+  if (wranglerConfig) args.push("--config", wranglerConfig);
+  args.push("--command", command);
+  const { stdout } = await promisify(execFile)(wranglerBin, args, {
+    cwd: root,
+    env: childEnv,
+    maxBuffer: 64 * 1024 * 1024,
+  });
+  return (JSON.parse(stdout) as Array<{ results: T[] }>).map((r) => r.results);
+}
+
 export async function applyLocalMigrations(
   persistTo: string | undefined,
   opts: { wranglerConfig?: string; d1?: readonly string[] } = {},

@@ -35,20 +35,12 @@
  * seeded generator, so `--seed` repeats a run's plan; timing (and so which request meets which
  * fault) still varies from run to run.
  */
-import { execFile } from "node:child_process";
 import { writeFileSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { promisify } from "node:util";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature.ts";
-import {
-  configWithD1,
-  type LocalServer,
-  localDatabaseName,
-  scratchDir,
-  startLocalServer,
-} from "./local-server.ts";
+import { executeLocalD1, type LocalServer, scratchDir, startLocalServer } from "./local-server.ts";
 import { createPrng, type Prng } from "./prng.ts";
 import {
   type FaultyConnector,
@@ -64,8 +56,6 @@ export interface SoakOptions {
   seed: number;
   /** Inbound requests in flight at once (default 8). */
   concurrency?: number;
-  /** The D1 bindings the gateway spreads sessions over (`storage.d1`; default `["DB"]`). */
-  d1?: readonly string[];
   /** Global deadline: past it the soak stops, reports what it has, and fails (default 25 min). */
   deadlineMs?: number;
   /** Longest wait for everything to settle once the faults stop (default 5 min). */
@@ -75,6 +65,11 @@ export interface SoakOptions {
   /** The bar's minimums (default: the planned counts). */
   minMessages?: number;
   minKills?: number;
+  /**
+   * The D1 bindings the gateway spreads its sessions over (`storage.d1`, SPEC §19), each a local
+   * database of its own (default: wrangler.toml's DB alone).
+   */
+  d1?: readonly string[];
   /** Keep the persistence directory when the soak fails, to inspect it (default false). */
   keepStateOnFail?: boolean;
   /** Progress lines (default: stderr). */
@@ -222,8 +217,13 @@ function inboundBody(m: PlannedMessage, sessions: number): string {
   });
 }
 
-function gatewayConfig(connector: FaultyConnector, model: FaultyModel): Record<string, unknown> {
+function gatewayConfig(
+  connector: FaultyConnector,
+  model: FaultyModel,
+  d1: readonly string[] | undefined,
+): Record<string, unknown> {
   return {
+    ...(d1 ? { storage: { d1 } } : {}),
     session: {
       dmScope: "per-channel-peer",
       // Idle-only with a long window: no daily reset in the middle of a soak.
@@ -269,8 +269,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     slowMs: [200, 800],
   });
   const persistTo = scratchDir("switchboard-soak-");
-  const d1 = opts.d1 ?? ["DB"];
-  const config = { ...gatewayConfig(connector, model), storage: { d1 } };
+  const config = gatewayConfig(connector, model, opts.d1);
   let server: LocalServer | undefined;
   const kills: Kill[] = [];
   let killsSurvived = 0;
@@ -284,7 +283,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       config,
       vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
       migrate: first,
-      d1,
+      ...(opts.d1 ? { d1: opts.d1 } : {}),
     });
   };
 
@@ -631,7 +630,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     }
 
     // Every run the gateway recorded, whether or not a transcript names it.
-    const d1Open = await openRunsInD1(persistTo, d1).catch((error: unknown) => {
+    const d1Open = await openRunsInD1(persistTo, opts.d1 ?? ["DB"]).catch((error: unknown) => {
       problems.push(`reading the runs table failed: ${error instanceof Error ? error.message : error}`);
       return { total: Number.NaN, open: [] as Array<{ runId: string; status: string; trigger: string }> };
     });
@@ -690,42 +689,22 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
   return report;
 }
 
-/** Every database's runs: how many, and those not ended. */
+/** Every run in D1 (all databases of `d1`) and those not ended, read once the gateway is down. */
 async function openRunsInD1(
   persistTo: string,
   d1: readonly string[],
 ): Promise<{ total: number; open: Array<{ runId: string; status: string; trigger: string }> }> {
-  const root = path.resolve(import.meta.dirname, "../..");
-  const config = configWithD1(undefined, d1);
   let total = 0;
   const open: Array<{ runId: string; status: string; trigger: string }> = [];
   for (const binding of d1) {
-    const { stdout } = await promisify(execFile)(
-      path.join(root, "node_modules/.bin/wrangler"),
-      [
-        "d1",
-        "execute",
-        localDatabaseName(binding),
-        "--local",
-        "--persist-to",
-        persistTo,
-        ...(config ? ["--config", config] : []),
-        "--json",
-        "--command",
-        "SELECT COUNT(*) AS total FROM runs; SELECT run_id AS runId, status, \"trigger\" FROM runs WHERE status NOT IN ('ok', 'error', 'aborted', 'timeout')",
-      ],
-      {
-        cwd: root,
-        env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
-        maxBuffer: 64 * 1024 * 1024,
-      },
-    );
-    const out = JSON.parse(stdout) as [
-      { results: Array<{ total: number }> },
-      { results: Array<{ runId: string; status: string; trigger: string }> },
-    ];
-    total += out[0]?.results[0]?.total ?? Number.NaN;
-    open.push(...(out[1]?.results ?? []));
+    const [counts, rows] = (await executeLocalD1(
+      persistTo,
+      binding,
+      "SELECT COUNT(*) AS total FROM runs; SELECT run_id AS runId, status, \"trigger\" FROM runs WHERE status NOT IN ('ok', 'error', 'aborted', 'timeout')",
+      d1,
+    )) as [Array<{ total: number }>, Array<{ runId: string; status: string; trigger: string }>];
+    total += counts?.[0]?.total ?? Number.NaN;
+    open.push(...(rows ?? []));
   }
   return { total, open };
 }
@@ -959,7 +938,7 @@ function account(x: AccountInput): SoakReport {
     { measure: "runs started", value: `${fmt(started)} (by trigger: ${summarize(byTrigger)})` },
     {
       measure: "runs ended by status",
-      value: `${summarize(byStatus)}; errors: ${summarize(runErrors)}; runs in D1: ${fmt(x.d1.total)}`,
+      value: `${summarize(byStatus)}; errors: ${summarize(runErrors)}; runs in D1: ${fmt(x.d1.total)}${x.opts.d1 && x.opts.d1.length > 1 ? ` (over ${x.opts.d1.length} databases)` : ""}`,
       bar: "every run ended",
       pass: notEnded.length === 0 && x.d1.open.length === 0 && allRuns.length > 0,
     },

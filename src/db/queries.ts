@@ -150,6 +150,36 @@ export async function getSessionByLabel(env: Env, label: string, agentId?: strin
   return found.flat().slice(0, 2);
 }
 
+/**
+ * Whether a session of `agentId` other than `key` has `label` in a database other than `key`'s:
+ * a label names one session of its agent across every database (SPEC §19), and the unique index
+ * `sessions_agent_label` holds only within one. Read before the write that sets it (D1 has no
+ * transactions across databases); in `key`'s own database the index refuses the write itself.
+ * Reads nothing with a single database.
+ */
+export async function labelTakenElsewhere(
+  env: Env,
+  key: string,
+  agentId: string,
+  label: string,
+): Promise<boolean> {
+  const own = databaseOfKey(env, key);
+  const s = schema.sessions;
+  const found = await Promise.all(
+    allDatabases(env)
+      .filter((db) => db !== own)
+      .map((db) =>
+        database(db)
+          .select({ key: s.key })
+          .from(s)
+          .where(and(eq(s.agentId, agentId), eq(s.label, label)))
+          .limit(1)
+          .get(),
+      ),
+  );
+  return found.some((row) => row !== undefined && row.key !== key);
+}
+
 export async function transcriptOwner(env: Env, sessionId: string) {
   return firstOf(env, (db) =>
     database(db).select().from(schema.transcripts).where(eq(schema.transcripts.sessionId, sessionId)).get(),

@@ -20,6 +20,7 @@ import { databaseOfKey } from "../db/placement";
 import {
   deleteSessionRows,
   insertDeliveryStatement,
+  labelTakenElsewhere,
   listSessions,
   recordDeliveryStatement,
   recordTranscriptStatement,
@@ -444,6 +445,9 @@ export function d1Records(
 
     async entryPatched(entry) {
       const e = database();
+      if (entry.label && (await labelTakenElsewhere(env(), entry.key, entry.agentId, entry.label))) {
+        return "label-taken";
+      }
       try {
         await write({ statements: [sessionStatement(e, entry)] }, true);
         return "ok";

@@ -3,10 +3,12 @@
  * (scripts/lib/soak.ts) with 150 messages over 10 sessions, 3 SIGKILLs with restarts on the same
  * state, a failing and hanging connector and a model answering 429, 500 and slowly, on a fixed
  * seed. The bar is the soak's: 0 lost, 0 duplicated, every run ended, every delivery delivered
- * or dead with a cause, with every message accepted and every kill survived.
+ * or dead with a cause, with every message accepted and every kill survived. With
+ * SWITCHBOARD_TEST_D1=N, the sessions are spread over N D1 databases (storage.d1).
  */
 import { describe, expect, it } from "vitest";
 import { runSoak } from "../../scripts/lib/soak.ts";
+import { TEST_D1 } from "./support/gateway.ts";
 
 const MESSAGES = 150;
 const SESSIONS = 10;
@@ -20,6 +22,8 @@ describe("the fault-injection soak (short)", () => {
       sessions: SESSIONS,
       kills: KILLS,
       seed: SEED,
+      // The suite's databases (SWITCHBOARD_TEST_D1): sessions spread over them when several.
+      ...(TEST_D1.length > 1 ? { d1: TEST_D1 } : {}),
       // Bounded well under the suite's patience: the drain gets what is left of it.
       deadlineMs: 150_000,
       drainMs: 90_000,

@@ -23,7 +23,7 @@ import {
   scriptedWorld,
 } from "./model-support";
 import { withActorConfig } from "./rpc-support";
-import { actor, eventually, inbound, rpc, TOKEN, waitRun } from "./support";
+import { actor, eventually, inbound, rpc, TOKEN, waitRun, wrapDatabases } from "./support";
 
 let restore: (() => void) | undefined;
 afterEach(() => restore?.());
@@ -300,22 +300,23 @@ describe("a compaction interrupted by a failed write", () => {
     await runInDurableObject(actor(key), (instance: SessionActor) => {
       let batches = 0;
       const real = (instance as unknown as { env: Env }).env;
-      const db = new Proxy(real.DB, {
-        get(target, prop, receiver) {
-          if (prop === "batch") {
-            return async (stmts: D1PreparedStatement[]) => {
-              if (++batches > 1) {
-                failures++;
-                throw new Error("simulated crash: the process died here");
-              }
-              return target.batch(stmts);
-            };
-          }
-          const value = Reflect.get(target, prop, receiver);
-          return typeof value === "function" ? value.bind(target) : value;
-        },
-      });
-      (instance as unknown as { env: Env }).env = { ...real, DB: db };
+      const crashing = (db: D1Database) =>
+        new Proxy(db, {
+          get(target, prop, receiver) {
+            if (prop === "batch") {
+              return async (stmts: D1PreparedStatement[]) => {
+                if (++batches > 1) {
+                  failures++;
+                  throw new Error("simulated crash: the process died here");
+                }
+                return target.batch(stmts);
+              };
+            }
+            const value = Reflect.get(target, prop, receiver);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+      (instance as unknown as { env: Env }).env = wrapDatabases(real, crashing);
     });
     const res = await rpc<{ runId: string }>("sessions.compact", { key });
     await eventually(async () => failures > 0);

@@ -35,7 +35,7 @@ import {
   platformFakes,
   telegramBot,
 } from "../support/platform-world";
-import { actor, drain, eventually, holdClock, nextAttempt, outboxOf, TOKEN } from "./support";
+import { actor, configText, drain, eventually, holdClock, nextAttempt, outboxOf, TOKEN } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const VARS = PLATFORM_SECRETS;
@@ -57,7 +57,7 @@ const CONFIG = {
     tgp: telegramBot(BASES.telegram),
   },
 };
-const ENV = { ...env, ...VARS, SWITCHBOARD_CONFIG: JSON.stringify(CONFIG) } as Env;
+const ENV = { ...env, ...VARS, SWITCHBOARD_CONFIG: configText(CONFIG) } as Env;
 
 let telegram: FakePlatform;
 let slack: FakePlatform;

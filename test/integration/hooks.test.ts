@@ -3,7 +3,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { getRun, getSession } from "../../src/db/queries";
 import { app } from "../../src/http/app";
-import { dm, fakeConnector, inbound, rpc, TOKEN, waitRun } from "./support";
+import { configText, dm, fakeConnector, inbound, rpc, TOKEN, waitRun } from "./support";
 
 const HOOKS_TOKEN = "test-hooks-token";
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
@@ -32,7 +32,7 @@ async function hook(
       },
       body: typeof body === "string" ? body : JSON.stringify(body),
     }),
-    { ...env, SWITCHBOARD_CONFIG: JSON.stringify(opts.config ?? ENABLED), ...opts.env },
+    { ...env, SWITCHBOARD_CONFIG: configText(opts.config ?? ENABLED), ...opts.env },
     createExecutionContext(),
   );
   return { status: res.status, body: (await res.json()) as HookAnswer };
@@ -266,7 +266,7 @@ describe("POST /hooks/agent", () => {
     it("answers 405 for GET", async () => {
       const res = await app.fetch(
         new Request("http://gw.test/hooks/agent"),
-        { ...env, SWITCHBOARD_CONFIG: JSON.stringify(ENABLED) },
+        { ...env, SWITCHBOARD_CONFIG: configText(ENABLED) },
         createExecutionContext(),
       );
       expect(res.status).toBe(405);

@@ -4,7 +4,7 @@ import { describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { app } from "../../src/http/app";
 import { VERSION } from "../../src/version";
-import { SECRET, TOKEN } from "./support";
+import { configText, SECRET, TOKEN } from "./support";
 
 describe("HTTP surface", () => {
   it("answers /healthz without auth", async () => {
@@ -150,7 +150,7 @@ describe("HTTP surface", () => {
       const config = { connectors: { discord: { secretEnv: "DISCORD_WEBHOOK_SECRET" } } };
       const res = await app.fetch(
         new Request("http://gw.test/hooks/inbound/discord", { method: "POST", body: "{}" }),
-        { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) },
+        { ...env, SWITCHBOARD_CONFIG: configText(config) },
         createExecutionContext(),
       );
       expect(res.status).toBe(503);

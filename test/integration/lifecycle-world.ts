@@ -11,7 +11,17 @@ import { SIGNATURE_HEADER } from "../../src/auth/signature";
 import type { SessionActor } from "../../src/session/actor";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { CONNECTORS, group, groupMessage, history, SCRIPTED_MODEL_CONFIG } from "./model-support";
-import { actor, type Delivered, drain, eventually, inbound, rpc, waitRun } from "./support";
+import {
+  actor,
+  configText,
+  type Delivered,
+  drain,
+  eventually,
+  inbound,
+  rpc,
+  waitRun,
+  wrapDatabases,
+} from "./support";
 
 const crashError = () => new Error("simulated crash: the process died here");
 
@@ -152,7 +162,7 @@ export const scripted = (extra: Record<string, unknown> = {}) => ({
 
 /**
  * Rewires one actor instance (it lasts until the instance is evicted): `config` replaces its
- * config (otherwise the test config: echo model), its D1 binding logs every prepared statement
+ * config (otherwise the test config: echo model), its D1 bindings log every prepared statement
  * and batch into `w.events`, `breakAfter` makes D1 batches (and with `breakReads` every
  * statement) fail once that many batches succeeded (as in resume.test.ts), and `holdBatch(n)`
  * holds the n-th batch (0-based) until it returns false (or the instance crashes).
@@ -174,37 +184,42 @@ export async function setupActor(
     let batches = 0;
     let calls = 0;
     const broken = () => opts.breakAfter !== undefined && batches >= opts.breakAfter;
-    const db = new Proxy(env.DB, {
-      get(target, prop, receiver) {
-        if (prop === "batch") {
-          return async (stmts: D1PreparedStatement[]) => {
-            if (broken()) throw crashError();
-            const n = calls++;
-            w.events.push(`batch ${stmts.length}`);
-            const born = w.epoch;
-            await until(
-              () => !opts.holdBatch?.(n),
-              null,
-              () => w.epoch === born,
-            );
-            const result = await target.batch(stmts);
-            batches++;
-            return result;
-          };
-        }
-        if (prop === "prepare") {
-          return (sql: string) => {
-            if (opts.breakReads && broken()) throw crashError();
-            w.events.push(`sql ${sql}`);
-            return target.prepare(sql);
-          };
-        }
-        const value = Reflect.get(target, prop, receiver);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
-    const rewired = { ...env, DB: db } as Env;
-    if (opts.config !== undefined) rewired.SWITCHBOARD_CONFIG = JSON.stringify(opts.config);
+    const configured =
+      opts.config === undefined ? env : ({ ...env, SWITCHBOARD_CONFIG: configText(opts.config) } as Env);
+    // Every database of storage.d1, so that what is counted or broken holds wherever the session lives.
+    const rewired = wrapDatabases(
+      configured,
+      (db) =>
+        new Proxy(db, {
+          get(target, prop, receiver) {
+            if (prop === "batch") {
+              return async (stmts: D1PreparedStatement[]) => {
+                if (broken()) throw crashError();
+                const n = calls++;
+                w.events.push(`batch ${stmts.length}`);
+                const born = w.epoch;
+                await until(
+                  () => !opts.holdBatch?.(n),
+                  null,
+                  () => w.epoch === born,
+                );
+                const result = await target.batch(stmts);
+                batches++;
+                return result;
+              };
+            }
+            if (prop === "prepare") {
+              return (sql: string) => {
+                if (opts.breakReads && broken()) throw crashError();
+                w.events.push(`sql ${sql}`);
+                return target.prepare(sql);
+              };
+            }
+            const value = Reflect.get(target, prop, receiver);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        }),
+    );
     (instance as unknown as { env: Env }).env = rewired;
   });
 }

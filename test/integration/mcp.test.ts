@@ -13,12 +13,12 @@ import type { ConfigInput } from "../../src/config/schema";
 import { app } from "../../src/http/app";
 import { findTool } from "../../src/tools/registry";
 import { seedSessions, sessionRow } from "./rpc-support";
-import { TOKEN, waitRun } from "./support";
+import { configText, TOKEN, waitRun } from "./support";
 
 const MCP_URL = "http://gw.test/mcp";
 
 function bindings(config?: ConfigInput): Env {
-  return { ...env, ...(config ? { SWITCHBOARD_CONFIG: JSON.stringify(config) } : {}) };
+  return { ...env, ...(config ? { SWITCHBOARD_CONFIG: configText(config) } : {}) };
 }
 
 /** An MCP client connected to /mcp through the Worker's fetch. */

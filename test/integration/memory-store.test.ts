@@ -13,12 +13,14 @@ import {
   readMemoryQuery,
   writeMemory,
 } from "../../src/db/memory";
+import { homeDatabase } from "../../src/db/placement";
 
 let n = 0;
 const agentId = () => `mem${++n}-${Date.now().toString(36)}`;
 
 async function plan(sql: string, params: unknown[]) {
-  const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`)
+  const rows = await homeDatabase(env)
+    .prepare(`EXPLAIN QUERY PLAN ${sql}`)
     .bind(...params)
     .all<{ detail: string }>();
   return rows.results.map((r) => r.detail).join("\n");

@@ -10,10 +10,11 @@ import { asSchema, tool } from "ai";
 import { describe, expect, it } from "vitest";
 import type { ConfigInput } from "../../src/config/schema";
 import { MAX_NOTES_PER_AGENT } from "../../src/db/memory";
+import { homeDatabase } from "../../src/db/placement";
 import { app } from "../../src/http/app";
 import { boundNotes, MAX_READ_BYTES } from "../../src/tools/memory-read";
 import { findTool } from "../../src/tools/registry";
-import { rpc, TOKEN, waitRun } from "./support";
+import { configText, rpc, TOKEN, waitRun } from "./support";
 
 interface Answer {
   status: number;
@@ -36,7 +37,7 @@ async function invoke(config: ConfigInput, body: Record<string, unknown>): Promi
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
       body: JSON.stringify(body),
     }),
-    { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) },
+    { ...env, SWITCHBOARD_CONFIG: configText(config) },
     createExecutionContext(),
   );
   return { status: res.status, ...((await res.json()) as Omit<Answer, "status">) };
@@ -56,13 +57,14 @@ async function read(config: ConfigInput, sessionKey: string, args: Record<string
   return res.result as unknown as ReadResult;
 }
 
-/** Gives `agent` `count` unkeyed notes in one statement, the newest at `now`. */
+/** Gives `agent` `count` unkeyed notes in one statement, the newest at `now` (memory: the home database). */
 async function seedNotes(agent: string, count: number, text: string, now = 1_000) {
-  await env.DB.prepare(
-    `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?2)
+  await homeDatabase(env)
+    .prepare(
+      `WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < ?2)
      INSERT INTO memories (id, agent_id, key, text, created_at, updated_at, session_key)
      SELECT ?1 || ':' || i, ?1, NULL, ?3, ?4 - ?2 + i, ?4 - ?2 + i, NULL FROM c`,
-  )
+    )
     .bind(agent, count, text, now)
     .run();
 }

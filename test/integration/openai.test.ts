@@ -9,7 +9,7 @@ import { describe, expect, it, vi } from "vitest";
 import { app } from "../../src/http/app";
 import { SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
 import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
-import { rpc, TOKEN } from "./support";
+import { configText, rpc, TOKEN } from "./support";
 
 const SESSION = "x-switchboard-session-key";
 
@@ -56,7 +56,7 @@ async function withConfig(
       ...init,
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", ...init.headers },
     }),
-    { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config), ...vars },
+    { ...env, SWITCHBOARD_CONFIG: configText(config), ...vars },
     createExecutionContext(),
   );
 }

@@ -18,6 +18,8 @@ const binding = (name: string) => (env as unknown as Record<string, D1Database>)
 
 describe("placement at start", () => {
   it("records the list in a database with none, and refuses another list until the rebalance", async () => {
+    // New databases: none records a list yet (the test setup recorded the project's).
+    for (const name of FOUR) await binding(name).prepare("delete from storage_placement").run();
     const one = withList(["DB"]);
     expect((await app.request("/healthz", {}, one)).status).toBe(200);
     expect((await readPlacementRecord(binding("DB"))).recorded).toEqual(["DB"]);

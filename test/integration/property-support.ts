@@ -3,10 +3,10 @@
  * generators (wrong types, very long strings, unicode with lone surrogates, deep nesting), the
  * error-shape check, and D1 row counts to prove a refused request wrote nothing.
  */
-import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { expect } from "vitest";
 import { type ErrorCode, STATUS } from "../../src/http/errors";
+import { selectEach } from "./support";
 
 /**
  * Fixed, so `npm test` is repeatable; fast-check prints the seed and the counterexample's path
@@ -81,11 +81,11 @@ export async function expectErrorShape(res: Response): Promise<{ code: ErrorCode
   return { code, message: body.error?.message as string };
 }
 
-/** Rows in every table a request can write. */
+/** Rows in every table a request can write, in all databases. */
 export async function rowCounts(): Promise<Record<string, number>> {
   const tables = ["sessions", "transcripts", "messages", "runs", "deliveries", "inbound", "memories"];
-  const row = await env.DB.prepare(
+  const rows = await selectEach<Record<string, number>>(
     `SELECT ${tables.map((t) => `(SELECT COUNT(*) FROM ${t}) AS ${t}`).join(", ")}`,
-  ).first<Record<string, number>>();
-  return row ?? {};
+  );
+  return Object.fromEntries(tables.map((t) => [t, rows.reduce((sum, row) => sum + (row[t] ?? 0), 0)]));
 }

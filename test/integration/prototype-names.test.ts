@@ -9,7 +9,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { app } from "../../src/http/app";
 import { rpcWithConfig, withActorConfig } from "./rpc-support";
-import { dm, inbound, rpc, TOKEN, waitRun } from "./support";
+import { configText, dm, inbound, rpc, TOKEN, waitRun } from "./support";
 
 const NAMES = ["constructor", "__proto__", "toString", "hasOwnProperty", "valueOf"];
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
@@ -26,7 +26,7 @@ async function post(path: string, body: unknown, headers: Record<string, string>
       headers: { "content-type": "application/json", ...headers },
       body: JSON.stringify(body),
     }),
-    config === undefined ? env : { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) },
+    config === undefined ? env : { ...env, SWITCHBOARD_CONFIG: configText(config) },
     createExecutionContext(),
   );
   return { status: res.status, body: (await res.json()) as ErrorAnswer };

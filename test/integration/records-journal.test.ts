@@ -10,13 +10,14 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
 import { deferredRecordCodec } from "../../src/session/durable-state";
 import { RECORD_MAX_ATTEMPTS } from "../../src/session/records";
-import { actor, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+import { actor, eventually, fakeConnector, inbound, rpc, waitRun, wrapDatabases } from "./support";
 
 /**
- * A D1 binding that refuses every batch holding a write to the `inbound` table whose values
- * include `marker`, as D1 refuses a row that breaks a constraint; `held()` holds every batch.
+ * The test env with every D1 database refusing each batch holding a write to the `inbound` table
+ * whose values include `marker`, as D1 refuses a row that breaks a constraint; `held()` holds
+ * every batch.
  */
-function refusingD1(marker: string, held: () => boolean = () => false): D1Database {
+function refusingD1(marker: string, held: () => boolean = () => false) {
   const refused = new WeakSet<object>();
   const tagged = (sql: string, stmt: D1PreparedStatement): D1PreparedStatement =>
     new Proxy(stmt, {
@@ -36,26 +37,30 @@ function refusingD1(marker: string, held: () => boolean = () => false): D1Databa
         return typeof value === "function" ? value.bind(target) : value;
       },
     });
-  return new Proxy(env.DB, {
-    get(target, prop) {
-      if (prop === "prepare") return (sql: string) => tagged(sql, target.prepare(sql));
-      if (prop === "batch") {
-        return async (stmts: D1PreparedStatement[]) => {
-          while (held()) await new Promise((r) => setTimeout(r, 5));
-          if (stmts.some((s) => refused.has(s)))
-            throw new Error("D1_ERROR: CHECK constraint failed: inbound (the row is refused)");
-          return target.batch(stmts);
-        };
-      }
-      const value = Reflect.get(target, prop);
-      return typeof value === "function" ? value.bind(target) : value;
-    },
-  });
+  return wrapDatabases(
+    env,
+    (db) =>
+      new Proxy(db, {
+        get(target, prop) {
+          if (prop === "prepare") return (sql: string) => tagged(sql, target.prepare(sql));
+          if (prop === "batch") {
+            return async (stmts: D1PreparedStatement[]) => {
+              while (held()) await new Promise((r) => setTimeout(r, 5));
+              if (stmts.some((s) => refused.has(s)))
+                throw new Error("D1_ERROR: CHECK constraint failed: inbound (the row is refused)");
+              return target.batch(stmts);
+            };
+          }
+          const value = Reflect.get(target, prop);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      }),
+  );
 }
 
-async function rewire(key: string, db: D1Database): Promise<void> {
+async function rewire(key: string, rewired: Env): Promise<void> {
   await runInDurableObject(actor(key), (instance: SessionActor) => {
-    (instance as unknown as { env: Env }).env = { ...env, DB: db };
+    (instance as unknown as { env: Env }).env = rewired;
   });
 }
 

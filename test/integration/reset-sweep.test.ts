@@ -4,10 +4,11 @@ import { parseConfig } from "../../src/config/load";
 import { sweepExpiredSessions } from "../../src/cron/reset-sweep";
 import { runScheduled } from "../../src/cron/scheduled";
 import { applyExpiryChanges, dueSessions, dueSessionsQuery } from "../../src/db/maintenance";
+import { homeDatabase } from "../../src/db/placement";
 import { getSession } from "../../src/db/queries";
 import { SCRIPTED_MODEL_CONFIG, scriptedWorld } from "./model-support";
 import { exportTranscript, jsonLines, seedSessions, sessionRow, withActorConfig } from "./rpc-support";
-import { actor, dm, inbound, rpc, waitRun } from "./support";
+import { actor, configText, dm, inbound, rpc, waitRun } from "./support";
 
 const MIN = 60_000;
 /** The config every test Worker and actor runs with (vitest.config.ts). */
@@ -16,7 +17,7 @@ const IDLE = { session: { reset: { mode: "idle" as const, idleMinutes: 5 } } };
 
 /** The test config plus `extra`, as the Worker and the scheduled handler would read it. */
 function envWith(extra: object): Env {
-  return { ...env, SWITCHBOARD_CONFIG: JSON.stringify({ ...TEST_CONFIG, ...extra }) };
+  return { ...env, SWITCHBOARD_CONFIG: configText({ ...TEST_CONFIG, ...extra }) };
 }
 
 interface Row {
@@ -94,7 +95,8 @@ describe("the reset sweep", () => {
 
   it("finds due sessions through the partial index sessions_due, never a scan of all sessions", async () => {
     const q = dueSessionsQuery(env, Date.now(), 100);
-    const plan = await env.DB.prepare(`EXPLAIN QUERY PLAN ${q.sql}`)
+    const plan = await homeDatabase(env)
+      .prepare(`EXPLAIN QUERY PLAN ${q.sql}`)
       .bind(...q.params)
       .all<{ detail: string }>();
     const details = plan.results.map((r) => r.detail).join("\n");

@@ -2,29 +2,30 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
-import { actor, dm, drain, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+import { actor, dm, drain, eventually, fakeConnector, inbound, rpc, waitRun, wrapDatabases } from "./support";
 
 /**
- * Simulates the process dying mid-run: the actor's D1 binding fails from the Nth batch on,
+ * Simulates the process dying mid-run: the actor's D1 bindings fail from the Nth batch on,
  * so the run stops wherever that write happens (the alarm fails). Aborting the instance then
- * discards it, and the next alarm resumes from the checkpoint with a healthy binding.
+ * discards it, and the next alarm resumes from the checkpoint with healthy bindings.
  */
 async function breakD1After(sessionKey: string, okBatches: number) {
   await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
     let batches = 0;
-    const db = new Proxy(env.DB, {
-      get(target, prop, receiver) {
-        if (prop === "batch") {
-          return async (stmts: D1PreparedStatement[]) => {
-            if (++batches > okBatches) throw new Error("simulated crash: the process died here");
-            return target.batch(stmts);
-          };
-        }
-        const value = Reflect.get(target, prop, receiver);
-        return typeof value === "function" ? value.bind(target) : value;
-      },
-    });
-    (instance as unknown as { env: Env }).env = { ...env, DB: db };
+    const broken = (db: D1Database) =>
+      new Proxy(db, {
+        get(target, prop, receiver) {
+          if (prop === "batch") {
+            return async (stmts: D1PreparedStatement[]) => {
+              if (++batches > okBatches) throw new Error("simulated crash: the process died here");
+              return target.batch(stmts);
+            };
+          }
+          const value = Reflect.get(target, prop, receiver);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    (instance as unknown as { env: Env }).env = wrapDatabases(env, broken);
   });
 }
 

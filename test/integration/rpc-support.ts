@@ -17,7 +17,7 @@ import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
 import { newSessionRow } from "../../src/session/entry";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import { actor, TOKEN } from "./support";
+import { actor, configText, TOKEN } from "./support";
 
 export interface RpcAnswer<T> {
   status: number;
@@ -47,7 +47,7 @@ export async function rpcWithConfig<T = Record<string, unknown>>(
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
       body: JSON.stringify(params),
     }),
-    { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) },
+    { ...env, SWITCHBOARD_CONFIG: configText(config) },
     createExecutionContext(),
   );
   return { status: res.status, ...((await res.json()) as Omit<RpcAnswer<T>, "status">) };
@@ -157,7 +157,7 @@ export async function seedDeliveries(rows: Array<typeof schema.deliveries.$infer
 /** Gives one actor instance another config (DOs always read the global test env otherwise). */
 export async function withActorConfig(sessionKey: string, config: unknown): Promise<void> {
   await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
-    (instance as unknown as { env: Env }).env = { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) };
+    (instance as unknown as { env: Env }).env = { ...env, SWITCHBOARD_CONFIG: configText(config) };
   });
 }
 

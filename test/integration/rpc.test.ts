@@ -1,6 +1,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { allDatabases, databaseOfKey } from "../../src/db/placement";
 import { getSession } from "../../src/db/queries";
 import { app } from "../../src/http/app";
 import { VERSION } from "../../src/version";
@@ -752,6 +753,24 @@ describe("sessions.patch", () => {
     expect(
       (await rpc<ListPayload>("sessions.list", { label: "alpha", agentId: "patch" })).payload.count,
     ).toBe(1);
+  });
+
+  it("refuses a label taken in the same database or in another one (SPEC §19)", async () => {
+    const holder = sessionRow({ key: "agent:patch3:dm:holder", agentId: "patch3" });
+    const candidates = Array.from({ length: 40 }, (_, i) =>
+      sessionRow({ key: `agent:patch3:dm:c${i}`, agentId: "patch3" }),
+    );
+    const home = databaseOfKey(env, holder.key);
+    const same = candidates.find((r) => databaseOfKey(env, r.key) === home);
+    const elsewhere = candidates.find((r) => databaseOfKey(env, r.key) !== home);
+    const contenders = allDatabases(env).length > 1 ? [same, elsewhere] : [same];
+    await seedSessions([holder, ...contenders.map((r) => r!)]);
+    expect((await rpc("sessions.patch", { key: holder.key, label: "taken" })).status).toBe(200);
+    for (const row of contenders) {
+      const res = await rpc("sessions.patch", { key: row!.key, label: "taken" });
+      expectError(res, 409, "CONFLICT", 'label "taken" is already used by another session of agent patch3');
+      expect((await getSession(env, row!.key))?.label).toBeNull();
+    }
   });
 
   it("allows the same label in another agent", async () => {

@@ -21,7 +21,7 @@ import {
   scriptedWorld,
 } from "./model-support";
 import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
-import { actor, eventually, inbound, rpc, waitRun } from "./support";
+import { actor, eventually, inbound, rpc, waitRun, wrapDatabases } from "./support";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -240,20 +240,21 @@ describe("a run whose D1 writes always fail", () => {
             return typeof value === "function" ? value.bind(target) : value;
           },
         });
-      const db = new Proxy(env.DB, {
-        get(target, prop) {
-          if (prop === "prepare") return (sql: string) => tagged(target.prepare(sql));
-          if (prop === "batch") {
-            return async (stmts: D1PreparedStatement[]) => {
-              if (stmts.some((s) => poisoned.has(s))) throw new Error("D1_ERROR: disk I/O error");
-              return target.batch(stmts);
-            };
-          }
-          const value = Reflect.get(target, prop);
-          return typeof value === "function" ? value.bind(target) : value;
-        },
-      });
-      (instance as unknown as { env: Env }).env = { ...env, DB: db };
+      const failing = (db: D1Database) =>
+        new Proxy(db, {
+          get(target, prop) {
+            if (prop === "prepare") return (sql: string) => tagged(target.prepare(sql));
+            if (prop === "batch") {
+              return async (stmts: D1PreparedStatement[]) => {
+                if (stmts.some((s) => poisoned.has(s))) throw new Error("D1_ERROR: disk I/O error");
+                return target.batch(stmts);
+              };
+            }
+            const value = Reflect.get(target, prop);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+      (instance as unknown as { env: Env }).env = wrapDatabases(env, failing);
     });
     const delivered = scriptedWorld(() => ({ text: "unused" })).delivered;
     const stuck = (await rpc<{ runId: string }>("agent", { sessionKey: key, message: "doomed" })).payload

@@ -8,7 +8,7 @@ import { homeDatabase } from "../../src/db/placement";
 import { database, getRun } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { rpcWithConfig } from "./rpc-support";
-import { eventually, fakeConnector, waitRun } from "./support";
+import { configText, eventually, fakeConnector, waitRun } from "./support";
 
 const MIN = 60_000;
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
@@ -21,7 +21,7 @@ function configWith(jobs: Job[], extra: object = {}) {
 
 /** Invokes the minute trigger `times` times at once, as overlapping invocations would. */
 async function trigger(config: object, scheduledTime: number, times = 1) {
-  const e = { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) };
+  const e = { ...env, SWITCHBOARD_CONFIG: configText(config) };
   await Promise.all(Array.from({ length: times }, () => runScheduled({ scheduledTime }, e)));
 }
 

@@ -3,9 +3,72 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
+import { allDatabases, bindingOf, databaseNames, databaseOfKey } from "../../src/db/placement";
 
 export const SECRET = "test-connector-secret";
 export const TOKEN = "test-token";
+
+/** The `storage` section of the config this project runs with: the D1 databases sessions live in. */
+const PROJECT_STORAGE = (JSON.parse(env.SWITCHBOARD_CONFIG) as { storage?: unknown }).storage;
+
+/**
+ * A test's own config as SWITCHBOARD_CONFIG text, with the project's `storage` unless the config
+ * sets its own: an env rewired without it would place every session in the first database and
+ * look for the others' rows there, and the start check would refuse it (SPEC §19).
+ */
+export function configText(config: unknown): string {
+  const plain = typeof config === "object" && config !== null && !Array.isArray(config);
+  return JSON.stringify(
+    !plain || "storage" in config || PROJECT_STORAGE === undefined
+      ? config
+      : { ...config, storage: PROJECT_STORAGE },
+  );
+}
+
+/**
+ * `source` with each D1 database of its storage.d1 (by binding name) replaced by `wrap(db)`: a
+ * fault injected or a call counted this way holds whichever database a session lives in.
+ * Counters kept in `wrap`'s closure count over all of them.
+ */
+export function wrapDatabases(source: Env, wrap: (db: D1Database, name: string) => D1Database): Env {
+  const rewired: Record<string, unknown> = { ...source };
+  for (const name of databaseNames(source)) rewired[name] = wrap(bindingOf(source, name), name);
+  return rewired as unknown as Env;
+}
+
+/**
+ * The rows `sql` selects in each database of storage.d1, in that order: for what a test checks
+ * across sessions, or wherever a row might have been written.
+ */
+export async function selectEach<T = Record<string, unknown>>(
+  sql: string,
+  ...params: unknown[]
+): Promise<T[]> {
+  const answers = await Promise.all(
+    allDatabases(env).map((db) =>
+      db
+        .prepare(sql)
+        .bind(...params)
+        .all<T>(),
+    ),
+  );
+  return answers.flatMap((a) => a.results);
+}
+
+/**
+ * `prefix`0, `prefix`1, …: the first key that lives in each database of storage.d1, in that
+ * order, so a test can put rows in every database (one key with a single database).
+ */
+export function keysInEachDatabase(prefix: string): string[] {
+  const databases = allDatabases(env);
+  const found = new Map<D1Database, string>();
+  for (let i = 0; found.size < databases.length; i++) {
+    if (i > 10_000) throw new Error(`no key ${prefix}<n> lives in some database of storage.d1`);
+    const db = databaseOfKey(env, `${prefix}${i}`);
+    if (!found.has(db)) found.set(db, `${prefix}${i}`);
+  }
+  return databases.map((db) => found.get(db) as string);
+}
 
 export async function inbound(channel: string, body: unknown, opts: { secret?: string; at?: number } = {}) {
   const raw = typeof body === "string" ? body : JSON.stringify(body);

@@ -7,7 +7,7 @@ import type { ConfigInput } from "../../src/config/schema";
 import { app } from "../../src/http/app";
 import { findTool } from "../../src/tools/registry";
 import { seedSessions, sessionRow } from "./rpc-support";
-import { rpc, TOKEN, waitRun } from "./support";
+import { configText, rpc, TOKEN, waitRun } from "./support";
 
 interface Answer {
   status: number;
@@ -26,7 +26,7 @@ async function post(
       headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json", ...headers },
       body: typeof body === "string" ? body : JSON.stringify(body),
     }),
-    e ?? { ...env, ...(config ? { SWITCHBOARD_CONFIG: JSON.stringify(config) } : {}) },
+    e ?? { ...env, ...(config ? { SWITCHBOARD_CONFIG: configText(config) } : {}) },
     createExecutionContext(),
   );
   return { status: res.status, body: (await res.json()) as Answer["body"] };

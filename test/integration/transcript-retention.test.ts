@@ -14,18 +14,21 @@ import {
   sessionRow,
   transcriptMessages,
 } from "./rpc-support";
+import { configText, keysInEachDatabase, selectEach } from "./support";
 
 const DAY = 24 * 3_600_000;
 
+/** A transcript's message ids, found in whichever database holds them. */
 async function messageIds(sessionId: string): Promise<string[]> {
-  const rows = await env.DB.prepare("SELECT id FROM messages WHERE session_id = ? ORDER BY seq")
-    .bind(sessionId)
-    .all<{ id: string }>();
-  return rows.results.map((r) => r.id);
+  const rows = await selectEach<{ id: string }>(
+    "SELECT id FROM messages WHERE session_id = ? ORDER BY seq",
+    sessionId,
+  );
+  return rows.map((r) => r.id);
 }
 
 async function exists(table: string, column: string, value: string): Promise<boolean> {
-  return !!(await env.DB.prepare(`SELECT 1 FROM ${table} WHERE ${column} = ?`).bind(value).first());
+  return (await selectEach(`SELECT 1 FROM ${table} WHERE ${column} = ?`, value)).length > 0;
 }
 
 function run(runId: string, status: string, createdAt: number): typeof schema.runs.$inferInsert {
@@ -79,7 +82,7 @@ describe("transcript retention (session.retention.days)", () => {
     ]);
 
     const config = { session: { retention: { days: 7 } } };
-    await runScheduled({ scheduledTime: now }, { ...env, SWITCHBOARD_CONFIG: JSON.stringify(config) });
+    await runScheduled({ scheduledTime: now }, { ...env, SWITCHBOARD_CONFIG: configText(config) });
 
     expect(await messageIds(oldSessionId)).toEqual([]);
     expect(await messageIds(current!.sessionId)).toEqual(["new-1", "new-2"]);
@@ -103,12 +106,34 @@ describe("transcript retention (session.retention.days)", () => {
     const sessionId = crypto.randomUUID();
     await recordTranscript(env, sessionId, "agent:ret:chunks", now);
     await seedMessages(sessionId, transcriptMessages("c", 7, { start: now - 30 * DAY }));
-    const config = parseConfig(JSON.stringify({ session: { retention: { days: 1 } } }));
+    const config = parseConfig(configText({ session: { retention: { days: 1 } } }));
     const first = await applyRetention(env, config, now, { chunk: 2, messageChunks: 2 });
     expect(first).toMatchObject({ messages: 4, more: true });
     expect(await messageIds(sessionId)).toEqual(["c-5", "c-6", "c-7"]);
     const second = await applyRetention(env, config, now, { chunk: 2, messageChunks: 2 });
     expect(second).toMatchObject({ messages: 3, more: false });
+  });
+
+  it("deletes in every database, each one's work bounded by the chunk (SPEC §19)", async () => {
+    const now = Date.now();
+    const keys = keysInEachDatabase("agent:ret-spread:dm:p");
+    const sessionIds = keys.map(() => crypto.randomUUID());
+    for (const [i, key] of keys.entries()) {
+      await recordTranscript(env, sessionIds[i]!, key, now - 30 * DAY);
+      await seedMessages(sessionIds[i]!, transcriptMessages(`spread${i}`, 3, { start: now - 30 * DAY }));
+    }
+    const config = parseConfig(configText({ session: { retention: { days: 1 } } }));
+    // Each database deletes up to the chunk: 2 of its 3 messages, so more is left.
+    const first = await applyRetention(env, config, now, { chunk: 2, messageChunks: 1 });
+    expect(first).toMatchObject({ messages: 2 * keys.length, transcripts: 0, more: true });
+    for (const [i, id] of sessionIds.entries()) expect(await messageIds(id)).toEqual([`spread${i}-3`]);
+    // Then the last one of each, and the transcripts left empty (no session names them).
+    const second = await applyRetention(env, config, now, { chunk: 2, messageChunks: 1 });
+    expect(second).toMatchObject({ messages: keys.length, transcripts: keys.length, more: false });
+    for (const id of sessionIds) {
+      expect(await messageIds(id)).toEqual([]);
+      expect(await exists("transcripts", "session_id", id)).toBe(false);
+    }
   });
 
   it("does nothing without session.retention.days", async () => {

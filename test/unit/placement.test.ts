@@ -2,13 +2,14 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
   bindingOf,
+  databaseNames,
   databaseOfKey,
   databaseOfRun,
   placeIndex,
   placeKey,
   StorageBindingError,
 } from "../../src/db/placement";
-import { type PlacementRecord, placementProblem } from "../../src/db/placement-check";
+import { type PlacementRecord, placementProblem, readPlacementRecord } from "../../src/db/placement-check";
 import { fnv1a32 } from "../../src/hash";
 import { runIdFor } from "../../src/keys/run-id";
 
@@ -128,10 +129,11 @@ describe("the start check of placement", () => {
 });
 
 describe("the test Worker's databases", () => {
-  it("has four D1 bindings, each migrated", async () => {
+  it("has four D1 bindings, each migrated, and those of storage.d1 placed with it", async () => {
+    const names = databaseNames(env);
     for (const name of ["DB", "DB_1", "DB_2", "DB_3"]) {
-      const db = bindingOf(env, name);
-      expect(await db.prepare("select count(*) as n from storage_placement").first()).toEqual({ n: 0 });
+      const record = await readPlacementRecord(bindingOf(env, name));
+      expect(record.recorded).toEqual(names.includes(name) ? names : undefined);
     }
   });
 });

@@ -7,11 +7,38 @@ import "./workers-crypto.ts";
 import { rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
-import { type LocalServer, startLocalServer } from "../../../scripts/lib/local-server.ts";
+import { executeLocalD1, type LocalServer, startLocalServer } from "../../../scripts/lib/local-server.ts";
 import { SIGNATURE_HEADER, signBody } from "../../../src/auth/signature.ts";
 
 export const GATEWAY_TOKEN = "e2e-gateway-token";
 export const CONNECTOR_SECRET = "e2e-connector-secret";
+
+/**
+ * The D1 databases every gateway of the suite spreads its sessions over (SPEC §19):
+ * `SWITCHBOARD_TEST_D1=N` gives DB and N-1 more (DB_1, DB_2, …), each a local database of its
+ * own, migrated, named in the config's `storage.d1`; unset, wrangler.toml's DB alone, and the
+ * config says nothing of storage. A test config with a `storage` of its own keeps it.
+ */
+export const TEST_D1: readonly string[] = testDatabases(process.env.SWITCHBOARD_TEST_D1);
+
+function testDatabases(value: string | undefined): readonly string[] {
+  if (value === undefined || value === "") return ["DB"];
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 8) {
+    throw new Error(`SWITCHBOARD_TEST_D1 must be a number of D1 databases from 1 to 8 (got "${value}")`);
+  }
+  return ["DB", ...Array.from({ length: n - 1 }, (_, i) => `DB_${i + 1}`)];
+}
+
+/** `config` with the suite's `storage.d1` (TEST_D1), unless it has a `storage` of its own. */
+export function withTestStorage(config: Record<string, unknown>): Record<string, unknown> {
+  return TEST_D1.length === 1 || "storage" in config ? config : { ...config, storage: { d1: TEST_D1 } };
+}
+
+/** The D1 bindings a gateway with `config` needs declared: its storage.d1. */
+function bindingsOf(config: Record<string, unknown>): readonly string[] {
+  return (config.storage as { d1?: string[] } | undefined)?.d1 ?? ["DB"];
+}
 
 /** Every request the tests make gives up after this long instead of hanging the suite. */
 const REQUEST_TIMEOUT_MS = 30_000;
@@ -60,13 +87,20 @@ export interface Gateway {
   ): Promise<InboundAnswer>;
   fetch(path: string, init?: RequestInit): Promise<Response>;
   stop(signal?: NodeJS.Signals): Promise<void>;
+  /**
+   * Each statement's rows of `sql` in the D1 database `binding` (one of its storage.d1). Only
+   * once the gateway is stopped: its workerd must not share the SQLite files.
+   */
+  queryD1<T = Record<string, unknown>>(binding: string, sql: string): Promise<T[][]>;
   /** Stops the server and deletes its temporary persistence directory. */
   dispose(): Promise<void>;
 }
 
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const config = withTestStorage(options.config);
   const server = await startLocalServer({
-    config: options.config,
+    config,
+    d1: bindingsOf(config),
     vars: { GATEWAY_TOKEN, CONNECTOR_SECRET, ...options.vars },
     ...(options.persistTo ? { persistTo: options.persistTo } : {}),
   });
@@ -120,6 +154,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     },
     fetch: fetchPath,
     stop: (signal) => server.stop(signal),
+    queryD1: (binding, sql) => executeLocalD1(server.persistTo, binding, sql, bindingsOf(config)),
     async dispose() {
       await server.stop();
       // Only ever the launcher's own temporary directories.

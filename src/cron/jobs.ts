@@ -10,7 +10,7 @@
 import { stableUuid } from "../auth/signature";
 import type { Config, CronJobConfig } from "../config/schema";
 import { claimJobRun, type JobRun, lastJobRun, settleJobRun, unsettledJobRuns } from "../db/maintenance";
-import { getRun } from "../db/queries";
+import { getRun } from "../db/runs";
 import { defaultAgentId } from "../keys/agent-binding";
 import { cronSessionKey } from "../keys/session-key";
 import type { EnqueueRequest } from "../runs/types";

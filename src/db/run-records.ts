@@ -5,7 +5,8 @@
  */
 import { and, desc, eq, lt, or } from "drizzle-orm";
 import { databaseOfKey, databaseOfRun, readEach } from "./placement";
-import { database, mergeNewest, type SessionRow, statement } from "./queries";
+import { database, type SessionRow, statement } from "./queries";
+import { mergeNewest } from "./runs";
 import * as schema from "./schema";
 import { insertManyQuery, insertQuery } from "./writes";
 

@@ -5,18 +5,9 @@
  */
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
-import {
-  findSession,
-  getDelivery,
-  getRun,
-  getRunByIdempotencyKey,
-  getSession,
-  listDeliveries,
-  listRuns,
-  type RunRow,
-  type SessionRow,
-} from "../db/queries";
+import { findSession, getSession, type RunRow, type SessionRow } from "../db/queries";
 import { keysOfRunPrefix, listDeadRecords } from "../db/run-records";
+import { getDelivery, getRun, getRunByIdempotencyKey, listDeliveries, listRuns } from "../db/runs";
 import { payloadOf } from "../delivery/outbox";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";

@@ -7,14 +7,13 @@
  */
 import { appendMessageStatements } from "../db/messages";
 import {
-  insertDeliveriesStatement,
-  recordInboundsStatement,
   recordTranscriptsStatement,
   type SessionRow,
   upsertSessionStatement,
   upsertSessionUnlessNewerStatement,
 } from "../db/queries";
 import { insertDeadRecordStatement, runRecordsStatement } from "../db/run-records";
+import { insertDeliveriesStatement, recordInboundsStatement } from "../db/runs";
 import type { inbound } from "../db/schema";
 import { DurableDocumentError } from "../runs/durable";
 import { TERMINAL } from "../runs/types";

@@ -19,17 +19,19 @@ import { appendMessageStatements, turnContextRows } from "../db/messages";
 import { databaseOfKey } from "../db/placement";
 import {
   deleteSessionRows,
-  insertDeliveryStatement,
   labelTakenElsewhere,
   listSessions,
-  recordDeliveryStatement,
   recordTranscriptStatement,
   type SessionRow,
-  startRunStatement,
-  updateRunStatement,
   writeBatch,
 } from "../db/queries";
 import { bindSessionKey, insertDeadRecordStatement } from "../db/run-records";
+import {
+  insertDeliveryStatement,
+  recordDeliveryStatement,
+  startRunStatement,
+  updateRunStatement,
+} from "../db/runs";
 import type { deliveries, runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { type AttemptState, deliveryRow } from "../delivery/outbox";

@@ -1,7 +1,8 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { getRun, getSession } from "../../src/db/queries";
+import { getSession } from "../../src/db/queries";
+import { getRun } from "../../src/db/runs";
 import type { SessionActor } from "../../src/session/actor";
 import type { ActorStore } from "../../src/session/actor-store";
 import { withActorConfig } from "./rpc-support";

@@ -1,7 +1,8 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { getRun, getSession } from "../../src/db/queries";
+import { getSession } from "../../src/db/queries";
+import { getRun } from "../../src/db/runs";
 import { app } from "../../src/http/app";
 import { configText, dm, fakeConnector, inbound, rpc, TOKEN, waitRun } from "./support";
 

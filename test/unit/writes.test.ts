@@ -3,16 +3,14 @@ import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
+import { recordTranscriptStatement, type SessionRow, upsertSessionStatement } from "../../src/db/queries";
 import {
   insertDeliveryStatement,
   insertRunStatement,
   recordInboundStatement,
-  recordTranscriptStatement,
-  type SessionRow,
   startRunStatement,
   updateRunStatement,
-  upsertSessionStatement,
-} from "../../src/db/queries";
+} from "../../src/db/runs";
 import * as schema from "../../src/db/schema";
 import { boundStatement, insertManyQuery, insertQuery } from "../../src/db/writes";
 import { newSessionRow } from "../../src/session/entry";

@@ -1,0 +1,240 @@
+/**
+ * Named D1 queries of runs, deliveries and inbound dedupe rows (sessions: queries.ts). A run's
+ * rows live in its session's database (db/placement.ts): reads by run id go to the database the
+ * id names, listings read every database and merge on the same keyset cursor; writes are
+ * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
+ */
+import { and, desc, eq, inArray, lt, or, type SQL } from "drizzle-orm";
+import { allDatabases, databaseOfKey, databaseOfRun, readEach } from "./placement";
+import { type DeliveryRow, database, firstOf, type RunRow, statement } from "./queries";
+import { col, selectRows } from "./reads";
+import * as schema from "./schema";
+import { insertManyQuery, insertQuery, updateQuery } from "./writes";
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+export function insertRunStatement(
+  db: D1Database,
+  run: typeof schema.runs.$inferInsert,
+): D1PreparedStatement {
+  return statement(db, insertQuery(schema.runs, run, "nothing"));
+}
+
+/** Creates the run row if missing and marks it running (one statement, idempotent). */
+export function startRunStatement(
+  db: D1Database,
+  run: typeof schema.runs.$inferInsert & { startedAt: number },
+) {
+  return statement(
+    db,
+    insertQuery(
+      schema.runs,
+      { ...run, status: "running" },
+      { target: schema.runs.runId, set: { status: "running", startedAt: run.startedAt } },
+    ),
+  );
+}
+
+export function updateRunStatement(
+  db: D1Database,
+  runId: string,
+  fields: Partial<Omit<typeof schema.runs.$inferInsert, "runId">>,
+): D1PreparedStatement {
+  return statement(db, updateQuery(schema.runs, fields, { column: schema.runs.runId, value: runId }));
+}
+
+/**
+ * A run's row: from the database its id names (keys/run-id.ts), else (an id made from a seed
+ * alone, by a tool, a job or an idempotency key) from whichever database holds it.
+ */
+export async function getRun(env: Env, runId: string): Promise<RunRow | undefined> {
+  const read = (db: D1Database) =>
+    database(db).select().from(schema.runs).where(eq(schema.runs.runId, runId)).get();
+  const named = databaseOfRun(env, runId);
+  const row = named ? await read(named) : undefined;
+  if (row || allDatabases(env).length === 1) return row;
+  return firstOf(env, (db) => (db === named ? Promise.resolve(undefined) : read(db)));
+}
+
+/**
+ * Runs newest first (ties: runId descending), keyset-paged on (createdAt, runId), optionally of
+ * one status and/or one session (indexes runs_recent, runs_active, runs_session).
+ */
+export async function listRuns(
+  env: Env,
+  f: { status?: string; sessionKey?: string; limit: number; cursor?: { createdAt: number; runId: string } },
+): Promise<RunRow[]> {
+  const r = schema.runs;
+  const where: string[] = [];
+  const params: unknown[] = [];
+  if (f.status) {
+    where.push(`${col(r, "status")} = ?`);
+    params.push(f.status);
+  }
+  if (f.sessionKey) {
+    where.push(`${col(r, "sessionKey")} = ?`);
+    params.push(f.sessionKey);
+  }
+  if (f.cursor) {
+    const [c, id] = [col(r, "createdAt"), col(r, "runId")];
+    where.push(`(${c} < ? or (${c} = ? and ${id} < ?))`);
+    params.push(f.cursor.createdAt, f.cursor.createdAt, f.cursor.runId);
+  }
+  const read = (db: D1Database) =>
+    selectRows(
+      db,
+      r,
+      `${where.length ? `where ${where.join(" and ")} ` : ""}order by ${col(r, "createdAt")} desc, ${col(r, "runId")} desc limit ?`,
+      [...params, f.limit],
+    );
+  if (f.sessionKey) return read(databaseOfKey(env, f.sessionKey));
+  return mergeNewest(await readEach(env, read), (x) => x.runId, f.limit);
+}
+
+export async function getRunByIdempotencyKey(env: Env, key: string): Promise<RunRow | undefined> {
+  return firstOf(env, (db) =>
+    database(db).select().from(schema.runs).where(eq(schema.runs.idempotencyKey, key)).get(),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deliveries
+
+export async function getDelivery(env: Env, deliveryId: string): Promise<DeliveryRow | undefined> {
+  return firstOf(env, (db) =>
+    database(db).select().from(schema.deliveries).where(eq(schema.deliveries.deliveryId, deliveryId)).get(),
+  );
+}
+
+/** Deliveries, several in one statement; one already recorded (by id) stays as it is. */
+export function insertDeliveriesStatement(
+  db: D1Database,
+  rows: ReadonlyArray<typeof schema.deliveries.$inferInsert>,
+): D1PreparedStatement {
+  return statement(db, insertManyQuery(schema.deliveries, rows));
+}
+
+export function insertDeliveryStatement(
+  db: D1Database,
+  row: typeof schema.deliveries.$inferInsert,
+): D1PreparedStatement {
+  return statement(db, insertQuery(schema.deliveries, row, "nothing"));
+}
+
+/**
+ * A delivery row with the outcome of an attempt: inserted when the row is not written yet (a
+ * late attempt can settle before the run's finalize batch), else its state updated.
+ */
+export function recordDeliveryStatement(
+  db: D1Database,
+  row: typeof schema.deliveries.$inferInsert,
+  state: Pick<
+    typeof schema.deliveries.$inferInsert,
+    "status" | "attempts" | "updatedAt" | "nextAttemptAt" | "lastError" | "deliveredAt" | "partsSent"
+  >,
+): D1PreparedStatement {
+  return statement(
+    db,
+    insertQuery(
+      schema.deliveries,
+      { ...row, ...state },
+      { target: schema.deliveries.deliveryId, set: state },
+    ),
+  );
+}
+
+export async function listDeliveries(
+  env: Env,
+  f: {
+    status?: string;
+    sessionKey?: string;
+    limit: number;
+    cursor?: { createdAt: number; deliveryId: string };
+  },
+): Promise<DeliveryRow[]> {
+  const d = schema.deliveries;
+  const where: (SQL | undefined)[] = [];
+  if (f.status) where.push(eq(d.status, f.status));
+  if (f.sessionKey) where.push(eq(d.sessionKey, f.sessionKey));
+  if (f.cursor) {
+    where.push(
+      or(
+        lt(d.createdAt, f.cursor.createdAt),
+        and(eq(d.createdAt, f.cursor.createdAt), lt(d.deliveryId, f.cursor.deliveryId)),
+      ),
+    );
+  }
+  const read = (db: D1Database) =>
+    database(db)
+      .select()
+      .from(d)
+      .where(and(...where))
+      .orderBy(desc(d.createdAt), desc(d.deliveryId))
+      .limit(f.limit)
+      .all();
+  if (f.sessionKey) return read(databaseOfKey(env, f.sessionKey));
+  return mergeNewest(await readEach(env, read), (x) => x.deliveryId, f.limit);
+}
+
+/** Deliveries still owed whose next attempt is overdue (the cron backstop for lost alarms). */
+export async function overdueDeliveries(env: Env, before: number, limit: number): Promise<DeliveryRow[]> {
+  const d = schema.deliveries;
+  const found = await readEach(env, (db) =>
+    database(db)
+      .select()
+      .from(d)
+      .where(and(inArray(d.status, ["pending", "retrying"]), lt(d.nextAttemptAt, before)))
+      .limit(limit)
+      .all(),
+  );
+  return found.flat();
+}
+
+/**
+ * The newest `limit` of several databases' pages, each ordered by (createdAt, id) descending: a
+ * page from the same keyset cursor in each, so the merged page is the one a single database
+ * holding all rows would answer.
+ */
+export function mergeNewest<T extends { createdAt: number }>(
+  pages: T[][],
+  idOf: (row: T) => string,
+  limit: number,
+): T[] {
+  if (pages.length === 1) return pages[0] ?? [];
+  const rows = pages.flat();
+  rows.sort((a, b) => b.createdAt - a.createdAt || (idOf(a) < idOf(b) ? 1 : idOf(a) > idOf(b) ? -1 : 0));
+  return rows.length > limit ? rows.slice(0, limit) : rows;
+}
+
+/** Runs left queued/running for a while: their actor is nudged by cron in case an alarm was lost. */
+export async function staleActiveRuns(env: Env, before: number, limit: number) {
+  const r = schema.runs;
+  const found = await readEach(env, (db) =>
+    database(db)
+      .select({ runId: r.runId, sessionKey: r.sessionKey })
+      .from(r)
+      .where(and(inArray(r.status, ["queued", "running"]), lt(r.createdAt, before)))
+      .limit(limit)
+      .all(),
+  );
+  return found.flat();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inbound dedupe
+
+/** Inbound dedupe rows, several in one statement; one already recorded stays. */
+export function recordInboundsStatement(
+  db: D1Database,
+  rows: ReadonlyArray<typeof schema.inbound.$inferInsert>,
+): D1PreparedStatement {
+  return statement(db, insertManyQuery(schema.inbound, rows));
+}
+
+export function recordInboundStatement(
+  db: D1Database,
+  row: typeof schema.inbound.$inferInsert,
+): D1PreparedStatement {
+  return statement(db, insertQuery(schema.inbound, row, "nothing"));
+}

@@ -14,13 +14,6 @@ import { insertManyQuery, insertQuery, updateQuery } from "./writes";
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-export function insertRunStatement(
-  db: D1Database,
-  run: typeof schema.runs.$inferInsert,
-): D1PreparedStatement {
-  return statement(db, insertQuery(schema.runs, run, "nothing"));
-}
-
 /** Creates the run row if missing and marks it running (one statement, idempotent). */
 export function startRunStatement(
   db: D1Database,
@@ -230,11 +223,4 @@ export function recordInboundsStatement(
   rows: ReadonlyArray<typeof schema.inbound.$inferInsert>,
 ): D1PreparedStatement {
   return statement(db, insertManyQuery(schema.inbound, rows));
-}
-
-export function recordInboundStatement(
-  db: D1Database,
-  row: typeof schema.inbound.$inferInsert,
-): D1PreparedStatement {
-  return statement(db, insertQuery(schema.inbound, row, "nothing"));
 }

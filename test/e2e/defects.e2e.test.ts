@@ -235,19 +235,23 @@ describe("send policy on the channel a direct chat talks on now", () => {
 
 describe("/new <model name>", () => {
   it("resolves a family name or a bare model id from the catalog", async () => {
+    // A connector's message reaches D1 with its session's next write (session.writeBehind), so
+    // each entry is read once its run has ended: agent.wait answers when D1 shows it.
     const sonnet = await say("telegram", "gina", "/new sonnet");
     expect(sonnet.sessionKey).toBe("agent:ops:dm:gina");
+    await settled(sonnet.runId);
     const entry = await gw.call<{ modelOverride?: string }>("sessions.get", { key: sonnet.sessionKey });
     expect(entry.modelOverride).toBe("anthropic/claude-sonnet-4");
     const gpt = await say("telegram", "gina", "/new gpt-4.1 and plan my week");
+    await settled(gpt.runId);
     expect(
       (await gw.call<{ modelOverride?: string }>("sessions.get", { key: gpt.sessionKey })).modelOverride,
     ).toBe("openai/gpt-4.1");
     // An ambiguous word stays part of the message.
     const mini = await say("telegram", "gina", "/new mini golf tonight?");
+    await settled(mini.runId);
     const after = await gw.call<{ modelOverride?: string }>("sessions.get", { key: mini.sessionKey });
     expect(after.modelOverride).toBe("openai/gpt-4.1");
-    await settled(mini.runId);
     const history = await gw.call<{ messages: Array<{ role: string; content: Array<{ text?: string }> }> }>(
       "chat.history",
       { sessionKey: mini.sessionKey },

@@ -64,6 +64,14 @@ export interface Unreadable {
   error: Error;
 }
 
+/** Journal rows as records, or why one cannot be read. */
+export function carried(rows: readonly JournalRow[]): Array<DeferredRecord | Unreadable> {
+  return rows.map((row) => {
+    const record = readable(row);
+    return record instanceof Error ? { row, error: record } : record;
+  });
+}
+
 const rank = (status: string) => (TERMINAL.has(status) ? 2 : status === "running" ? 1 : 0);
 
 /** `b`'s defined fields over `a`'s. */

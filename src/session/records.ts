@@ -41,10 +41,10 @@ import type { TranscriptMessage } from "../transcript/message";
 import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import {
   batchStatements,
+  carried,
   isUniqueViolation,
   readable,
   sessionStatement,
-  type Unreadable,
   unreadableStatement,
 } from "./record-statements";
 import type { JournalRow, RecordsJournal } from "./records-journal";
@@ -168,14 +168,6 @@ export function d1Records(
   let carrying: Promise<void> | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
   let retryMs = RECORDS_DELAY_MS;
-
-  /** Journal rows as records, or why one cannot be read. */
-  function carried(rows: readonly JournalRow[]): Array<DeferredRecord | Unreadable> {
-    return rows.map((row) => {
-      const record = readable(row);
-      return record instanceof Error ? { row, error: record } : record;
-    });
-  }
 
   /**
    * One D1 batch: the journal's rows and `own` records coalesced (batchStatements: one statement

@@ -1,4 +1,8 @@
-/** Helpers for workerd integration tests: signed webhooks, RPC calls, a fake connector. */
+/**
+ * Helpers for workerd integration tests: signed webhooks, RPC calls, a fake connector, and the
+ * D1 databases of the project's storage.d1 (a test's config keeps them, faults and counts wrap
+ * each, reads span them).
+ */
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";

@@ -21,7 +21,10 @@
  *   finalized   the finalize batch is written              D1 first; DO: checkpoint      final reply, delivery row (with
  *                                                          `delivery` (only when a flow  its first attempt), outcome,
  *                                                          step follows)                 entry: one batch, carrying a
- *                                                                                        quick run's accept and start
+ *                                                                                        quick run's accept and start;
+ *                                                                                        journaled instead while another
+ *                                                                                        run waits behind it (its last
+ *                                                                                        run writes the backlog's)
  *   continued   the flow's next step is handed on          the next step's own queue     (the next run's accept)
  *               (exchange round, announce, announcement)   (ids derive from the flow)
  *   done        the run leaves the queue                   DO: queue row removed with    -

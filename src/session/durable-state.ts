@@ -87,16 +87,15 @@ export interface RunProgress {
   /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
   continued?: boolean;
   /**
-   * How many of `loop.produced` are known to be stored in D1. The final reply (an assistant
-   * message without tool calls) is checkpointed but stored with the finalize batch instead of
-   * on its own round trip.
+   * How many of `loop.produced` the run's records leave out (known stored, or given up on when
+   * a run that D1 refuses ends: lifecycle.ts `giveUp`). A step's messages are checkpointed and
+   * reach D1 with the run's finalize (or, resumed, its start), not on round trips of their own.
    */
   stored?: number;
 }
 
 /**
- * A run's records as the journal keeps them: `accepted` (the entry, the run row, the inbound
- * dedupe row; with `starting` once the run's start was folded in: the row is then written
+ * A run's records as the journal keeps them: `accepted` (the entry, the run row; with `starting` once the run's start was folded in: the row is then written
  * running, with those messages), `started` (a start whose accept already reached D1) or
  * `finished` (a run's finalize written behind while the next run of a busy session goes on:
  * the run row as it ended, its last messages in `starting`, its delivery).
@@ -106,6 +105,7 @@ export interface DeferredRecord {
   entry: SessionRow;
   run: typeof runs.$inferInsert;
   starting?: TranscriptMessage[];
+  /** Kept by earlier versions (the inbound dedupe row, now the actor's alone); not written. */
   inbound?: { channel: string; accountId: string; messageId: string };
   /** A finished run's delivery, with its first attempt's state. */
   delivery?: typeof deliveries.$inferInsert;

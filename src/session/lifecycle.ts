@@ -11,8 +11,8 @@
  *                                                          `starts` counted              its accept while that waits;
  *                                                                                        written through when
  *                                                                                        session.writeBehind is off)
- *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  the step's messages, one batch
- *                                                          row, before its D1 write      carrying the journal
+ *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  - (the step's messages ride
+ *                                                          row                           on the finalize)
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
  *                                                          entry's usage accounted
  *   replied     its reply is handed to the outbox and      DO: outbox row, checkpoint    -
@@ -112,11 +112,9 @@ async function executeHead(a: LifecyclePort, row: QueueRow): Promise<void> {
     progress.outcome = await runTurn(a, spec, runId, progress, {
       save,
       stepped: async (appended) => {
-        // The checkpoint (with the step's messages) is durable before D1 is written, so a
-        // restart resumes after this step and re-appends its messages (idempotent by id).
-        save();
-        await a.records.messagesAppended(spec.sessionId, appended);
-        progress.stored = progress.loop.produced.length;
+        // The checkpoint holds the step's messages (`run_steps`): a restart resumes after this
+        // step. D1 gets them with the run's finalize (or, resumed, with its start), in the
+        // run's one round trip.
         save();
         await noticeToolActivity(a, spec, runId, progress.loop.produced, appended);
       },

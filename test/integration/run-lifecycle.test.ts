@@ -27,7 +27,7 @@ import {
   type World,
 } from "./lifecycle-world";
 import { group } from "./model-support";
-import { actor, backlogOf, drain, eventually, rpc, waitRun } from "./support";
+import { actor, backlogOf, drain, eventually, rpc, selectEach, waitRun } from "./support";
 
 afterEach(restoreWorlds);
 
@@ -110,22 +110,26 @@ describe("a crash right after each transition of the run lifecycle", () => {
     expect(w.requests.at(-1)).toEqual([{ role: "user", text: "think" }]);
   });
 
-  it("stepped: a run whose tool step was checkpointed, its D1 write under way, goes on from that step", async () => {
+  it("stepped: a run whose tool step was checkpointed, its next model call under way, goes on from that step", async () => {
     const id = "lc-stepped";
-    // The run's first D1 batch is its tool step's (carrying its accept and start).
-    let held = true;
-    const { w, key } = await scene(id, { config: behind(), holdBatch: (n) => n === 0 && held });
-    w.callTool = () => ({ name: "current_time" });
+    const { w, key } = await scene(id, { config: behind() });
+    // The first call asks for a tool; the second (answering its result) is held.
+    w.callTool = () => {
+      w.holdModel = true;
+      return { name: "current_time" };
+    };
     const ack = await send(id, "what time is it");
-    await eventually(async () => w.events.some((e) => e.startsWith("batch ")));
-    expect(w.requests).toHaveLength(1);
-    held = false;
+    await eventually(async () => w.requests.length === 2);
+    // The step is in the checkpoint only: its messages ride on the run's finalize.
+    expect(
+      await selectEach("SELECT id FROM messages WHERE role = 'toolResult' AND id LIKE ?", `${ack.runId}%`),
+    ).toEqual([]);
     await restart(w, key);
 
     await resumesOnce(w, key, ack.runId, ["user", "assistant", "toolResult", "assistant"]);
     // The tool step was not asked for again: the next model call answered its result.
-    expect(w.requests).toHaveLength(2);
-    expect(w.requests[1]?.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
+    expect(w.requests).toHaveLength(3);
+    expect(w.requests[2]?.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
   });
 
   it("ended: a run whose reply's first attempt was under way finalizes once", async () => {

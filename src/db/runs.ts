@@ -1,5 +1,5 @@
 /**
- * Named D1 queries of runs, deliveries and inbound dedupe rows (sessions: queries.ts). A run's
+ * Named D1 queries of runs and deliveries (sessions: queries.ts). A run's
  * rows live in its session's database (db/placement.ts): reads by run id go to the database the
  * id names, listings read every database and merge on the same keyset cursor; writes are
  * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
@@ -212,15 +212,4 @@ export async function staleActiveRuns(env: Env, before: number, limit: number) {
       .all(),
   );
   return found.flat();
-}
-
-// ---------------------------------------------------------------------------------------------
-// Inbound dedupe
-
-/** Inbound dedupe rows, several in one statement; one already recorded stays. */
-export function recordInboundsStatement(
-  db: D1Database,
-  rows: ReadonlyArray<typeof schema.inbound.$inferInsert>,
-): D1PreparedStatement {
-  return statement(db, insertManyQuery(schema.inbound, rows));
 }

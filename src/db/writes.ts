@@ -1,5 +1,5 @@
 /**
- * Write statements for the hot path (a run, its session entry, deliveries, inbound dedupe):
+ * Write statements for the hot path (a run, its session entry, deliveries; the rows a rebalance copies):
  * plain SQL through D1, built from the columns written out in columns.ts, with no drizzle
  * query builder on the way, whose SQL assembly was a measurable share of each message's
  * isolate time. A call stores what drizzle's insert/upsert/update of the same values stores,

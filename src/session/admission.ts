@@ -164,7 +164,6 @@ export async function admit(a: AdmissionPort, req: EnqueueRequest): Promise<Enqu
       deliver: req.deliver,
       idempotencyKey: req.idempotencyKey ?? null,
     },
-    ...(req.inbound ? { inbound: req.inbound } : {}),
     // The transcript's row is written with its first run (or the session's start).
     newTranscript: created || resetHappened || !a.store.hasHistory(entry.sessionId),
     behind,

@@ -13,8 +13,7 @@ import {
   upsertSessionUnlessNewerStatement,
 } from "../db/queries";
 import { insertDeadRecordStatement, runRecordsStatement } from "../db/run-records";
-import { insertDeliveriesStatement, recordInboundsStatement } from "../db/runs";
-import type { inbound } from "../db/schema";
+import { insertDeliveriesStatement } from "../db/runs";
 import { DurableDocumentError } from "../runs/durable";
 import { TERMINAL } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
@@ -102,7 +101,8 @@ function mergeRun(
  * whatever the number of records (SPEC §19): the entry (the newest of them, unless D1 holds a
  * newer one; `entry: "skip"` when the statements written with them write it), the transcripts
  * begun, each run's row as far as the records go, the messages of each transcript in order, the
- * deliveries and the inbound dedupe rows; a row no version can read is dead-lettered as stored.
+ * deliveries; a row no version can read is dead-lettered as stored. (A connector's message is
+ * deduped by its session's actor alone: `received`, session/actor-store.ts.)
  * `current`: the actor's entry as it is now, written as it is (it is the newest there is).
  */
 export function batchStatements(
@@ -117,7 +117,6 @@ export function batchStatements(
   const runRows = new Map<string, DeferredRecord["run"]>();
   const messages = new Map<string, TranscriptMessage[]>();
   const deliveryRows: NonNullable<DeferredRecord["delivery"]>[] = [];
-  const inboundRows: Array<typeof inbound.$inferInsert> = [];
   for (const r of records) {
     if ("error" in r) {
       statements.push(unreadableStatement(db, r.row, r.error));
@@ -135,16 +134,6 @@ export function batchStatements(
       else messages.set(run.sessionId, [...r.starting]);
     }
     if (r.delivery) deliveryRows.push(r.delivery);
-    if (accepted && r.inbound) {
-      inboundRows.push({
-        ...r.inbound,
-        sessionKey: r.entry.key,
-        sessionId: run.sessionId,
-        runId: run.runId,
-        status: "queued",
-        createdAt: run.createdAt,
-      });
-    }
   }
   if (newest && entry === "newest") {
     statements.unshift(
@@ -157,6 +146,5 @@ export function batchStatements(
   if (runRows.size) statements.push(runRecordsStatement(db, [...runRows.values()]));
   for (const [sessionId, list] of messages) statements.push(...appendMessageStatements(db, sessionId, list));
   if (deliveryRows.length) statements.push(insertDeliveriesStatement(db, deliveryRows));
-  if (inboundRows.length) statements.push(recordInboundsStatement(db, inboundRows));
   return statements;
 }

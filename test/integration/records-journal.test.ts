@@ -13,9 +13,9 @@ import { RECORD_MAX_ATTEMPTS } from "../../src/session/records";
 import { actor, eventually, fakeConnector, inbound, rpc, waitRun, wrapDatabases } from "./support";
 
 /**
- * The test env with every D1 database refusing each batch holding a write to the `inbound` table
- * whose values include `marker`, as D1 refuses a row that breaks a constraint; `held()` holds
- * every batch.
+ * The test env with every D1 database refusing each batch holding a write to the `transcripts`
+ * table whose values include `marker`, as D1 refuses a row that breaks a constraint; `held()`
+ * holds every batch.
  */
 function refusingD1(marker: string, held: () => boolean = () => false) {
   const refused = new WeakSet<object>();
@@ -26,7 +26,7 @@ function refusingD1(marker: string, held: () => boolean = () => false) {
           return (...args: unknown[]) => {
             const bound = target.bind(...args);
             if (
-              /insert into "inbound"/i.test(sql) &&
+              /insert into "transcripts"/i.test(sql) &&
               args.some((v) => typeof v === "string" && v.includes(marker))
             )
               refused.add(bound);
@@ -47,7 +47,7 @@ function refusingD1(marker: string, held: () => boolean = () => false) {
             return async (stmts: D1PreparedStatement[]) => {
               while (held()) await new Promise((r) => setTimeout(r, 5));
               if (stmts.some((s) => refused.has(s)))
-                throw new Error("D1_ERROR: CHECK constraint failed: inbound (the row is refused)");
+                throw new Error("D1_ERROR: CHECK constraint failed: transcripts (the row is refused)");
               return target.batch(stmts);
             };
           }
@@ -108,7 +108,8 @@ describe("a deferred record D1 refuses forever", () => {
     connector = fakeConnector();
     const room = "jr-poison";
     const key = `agent:main:telegram:group:${room}`;
-    await rewire(key, refusingD1("poison-"));
+    // The session's transcript row (written with its first run) names the room.
+    await rewire(key, refusingD1(room));
 
     const first = await say(room, "hello", "poison-1");
     expect(first.status).toBe(202);
@@ -138,7 +139,7 @@ describe("a deferred record D1 refuses forever", () => {
     }
     expect(dead).toMatchObject({
       sessionKey: key,
-      error: expect.stringContaining("CHECK constraint failed: inbound"),
+      error: expect.stringContaining("CHECK constraint failed: transcripts"),
       attempts: RECORD_MAX_ATTEMPTS,
     });
     expect(deferredRecordCodec.decode(dead!.body)).toMatchObject({ run: { runId: first.body.runId } });

@@ -266,11 +266,12 @@ describe("write-behind: a connector's message is recorded with its run's next wr
       (_instance, state) =>
         state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM d1_pending`).one().n,
     );
-  // In every database: a row written twice, or to another database than its session's, counts.
+  // In every database: a connector's message is deduped by its session's actor alone, and no
+  // D1 row is written for it.
   const inboundRows = async (runId: string) =>
     (await selectEach("select 1 from inbound where run_id = ?", runId)).length;
 
-  it("writes a quick run's whole life in one D1 batch: entry, run, input, inbound row, reply, delivery", async () => {
+  it("writes a quick run's whole life in one D1 batch: entry, run, input, reply, delivery (no inbound row)", async () => {
     const id = "wb-one-batch";
     const { w, key } = await scene(id, { config: behind() });
 
@@ -280,7 +281,7 @@ describe("write-behind: a connector's message is recorded with its run's next wr
     expect(batches(w)).toEqual([expect.stringMatching(/^batch \d+$/)]);
     expect(await runOf(ack.runId)).toMatchObject({ status: "ok", reply: "re: hello", delivered: true });
     expect((await history(key)).map(line)).toEqual(["user:hello", "assistant:re: hello"]);
-    expect(await inboundRows(ack.runId)).toBe(1);
+    expect(await inboundRows(ack.runId)).toBe(0);
     expect(await deliveryOf(ack.runId)).toMatchObject({ status: "delivered", attempts: 1 });
     expect(await runStatusOf(key)).toBe("idle");
     expect(await journalRows(key)).toBe(0);
@@ -296,8 +297,8 @@ describe("write-behind: a connector's message is recorded with its run's next wr
       "assistant:re: again",
     ]);
     // One statement per table (record-statements.ts): the entry, the run, the input and reply
-    // (one statement), the delivery, the inbound row; the first also the transcript's row.
-    expect(batches(w)).toEqual(["batch 6", "batch 5"]);
+    // (one statement), the delivery; the first also the transcript's row.
+    expect(batches(w)).toEqual(["batch 5", "batch 4"]);
   });
 
   it("writes the records of a run still going within RECORDS_DELAY_MS of the ack", async () => {
@@ -379,7 +380,7 @@ describe("write-behind: a connector's message is recorded with its run's next wr
     expect(users).toEqual(acks.map((_, i) => `user:m${i}`));
     for (const ack of acks) {
       expect(await runOf(ack.runId)).toMatchObject({ status: "ok" });
-      expect(await inboundRows(ack.runId)).toBe(1);
+      expect(await inboundRows(ack.runId)).toBe(0);
     }
     await drain(key);
     expect(await journalRows(key)).toBe(0);

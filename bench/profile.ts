@@ -14,6 +14,8 @@
  *     --cpu     no profiler: only workerd's own CPU per request, from /proc (what the bench's
  *               bars measure; the profiler's sampling adds to it)
  *     --serial  one request at a time (as the bench's read-path ratios are measured), not 32
+ *   AB_MODEL=http npm run profile -- …   every turn calls an OpenAI-compatible model over HTTP
+ *                                        (workload.startModel), as `npm run ab` does
  */
 
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -113,11 +115,12 @@ function summarise(profile: Profile) {
 
 async function main() {
   const connector = await workload.startConnector();
+  const model = process.env.AB_MODEL === "http" ? await workload.startModel() : undefined;
   const persistTo = scratchDir("switchboard-profile-");
   const server: LocalServer = await startLocalServer({
     persistTo,
     vars: workload.workloadVars,
-    config: workload.workloadConfig(connector.port, MODE),
+    config: workload.workloadConfig(connector.port, MODE, model?.url),
   });
   log(`gateway ${server.url} pid ${server.pid} inspector ${server.inspectorPort}`);
   try {
@@ -166,6 +169,7 @@ async function main() {
   } finally {
     await server.stop();
     connector.close();
+    model?.close();
     rmSync(persistTo, { recursive: true, force: true });
   }
 }

@@ -106,7 +106,29 @@ function apiKey(spec: ProviderSpec, provider: string, env: Record<string, unknow
   );
 }
 
+/** Provider clients kept per isolate (see `languageModelFor`), by what they were made from. */
+const clients = new Map<string, LanguageModel>();
+const CLIENTS_MAX = 64;
+
+/**
+ * The AI SDK model of a resolved reference. An HTTP provider's client is kept for the isolate's
+ * next turns (it holds its settings only, no I/O; building one builds its response schemas,
+ * about a tenth of a turn's CPU), keyed by everything it is made from, the API key included.
+ */
 export function languageModelFor(resolved: ResolvedModel, env: Record<string, unknown>): LanguageModel {
+  const { spec, provider, modelId } = resolved;
+  if (spec.api === "echo" || spec.api === "workers-ai") return newLanguageModel(resolved, env);
+  const id = JSON.stringify([provider, modelId, spec, apiKey(spec, provider, env) ?? null]);
+  let model = clients.get(id);
+  if (!model) {
+    model = newLanguageModel(resolved, env);
+    if (clients.size >= CLIENTS_MAX) clients.delete(clients.keys().next().value as string);
+    clients.set(id, model);
+  }
+  return model;
+}
+
+function newLanguageModel(resolved: ResolvedModel, env: Record<string, unknown>): LanguageModel {
   const { spec, provider, modelId } = resolved;
   switch (spec.api) {
     case "echo":

@@ -164,4 +164,18 @@ describe("languageModelFor", () => {
       /needs the secret ANTHROPIC_API_KEY/,
     );
   });
+
+  it("keeps an HTTP provider's client for the next turns, and makes another when what it is made from changes", () => {
+    const resolved = resolveModelRef("openai/gpt-4o", config());
+    const first = languageModelFor(resolved, { OPENAI_API_KEY: "sk-1" });
+    expect(languageModelFor(resolveModelRef("openai/gpt-4o", config()), { OPENAI_API_KEY: "sk-1" })).toBe(
+      first,
+    );
+    expect(languageModelFor(resolved, { OPENAI_API_KEY: "sk-2" })).not.toBe(first);
+    expect(
+      languageModelFor(resolveModelRef("openai/gpt-4o-mini", config()), { OPENAI_API_KEY: "sk-1" }),
+    ).not.toBe(first);
+    const moved = { ...resolved, spec: { ...resolved.spec, baseUrl: "https://proxy.example/v1" } };
+    expect(languageModelFor(moved, { OPENAI_API_KEY: "sk-1" })).not.toBe(first);
+  });
 });

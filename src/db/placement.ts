@@ -13,7 +13,9 @@
  * its first 8 hex digits (keys/run-id.ts), so a run id alone leads to its database.
  */
 import { loadConfig } from "../config/load";
-import { fnv1a32 } from "../hash";
+import { fnv1a32, placeIndex, placeKey } from "../hash";
+
+export { placeIndex, placeKey };
 
 /** A name in `storage.d1` with no D1 binding behind it. */
 export class StorageBindingError extends Error {
@@ -27,38 +29,6 @@ interface Placement {
 }
 
 const placements = new WeakMap<object, Placement>();
-
-/** murmur3's finalizer: spreads every input bit over the output, so scores are independent. */
-function mix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
-
-/** The index in `names` of the database a key of hash `keyHash` lives in. Pure. */
-export function placeIndex(nameHashes: ArrayLike<number>, keyHash: number): number {
-  let best = 0;
-  let bestScore = -1;
-  for (let i = 0; i < nameHashes.length; i++) {
-    const score = mix((keyHash ^ (nameHashes[i] ?? 0)) >>> 0);
-    if (score > bestScore) {
-      best = i;
-      bestScore = score;
-    }
-  }
-  return best;
-}
-
-/** The index in `names` of the database of `key` under that list of bindings. Pure. */
-export function placeKey(names: readonly string[], key: string): number {
-  return placeIndex(
-    names.map((n) => fnv1a32(n)),
-    fnv1a32(key),
-  );
-}
 
 /** Whether `value` is a D1 binding. */
 export function isD1(value: unknown): value is D1Database {

@@ -6,14 +6,21 @@
  * the session index, nulls left out), and answers them as JSON. `GET /healthz` answers like the
  * gateway's. Under `wrangler dev` the D1 simulator, the request body and the answer's bytes are
  * workerd CPU too, so `/read ÷ /healthz` here is the lowest ratio a read path can have on this
- * host, and the bench prints each read path's ratio beside it. `POST /seed` creates the rows
- * (idempotent).
+ * host, and the bench prints each read path's ratio beside it. With `databases: 4` in the body
+ * it makes the same select in each of 4 D1 databases in parallel and answers the newest
+ * `limit` of them (the floor of a listing over 4 databases, as `storage.d1` spreads sessions).
+ * `POST /seed` creates the rows in each database (idempotent).
  */
 import { Hono } from "hono";
 
 interface FloorEnv {
   DB: D1Database;
+  DB_1: D1Database;
+  DB_2: D1Database;
+  DB_3: D1Database;
 }
+
+const databases = (env: FloorEnv) => [env.DB, env.DB_1, env.DB_2, env.DB_3];
 
 const COLUMNS = [
   ["key", "text primary key"],
@@ -53,28 +60,23 @@ export default new Hono<{ Bindings: FloorEnv }>()
   .post("/seed", async (c) => {
     const { count = 60 } = JSON.parse((await c.req.text()) || "{}") as { count?: number };
     const now = Date.now();
-    await c.env.DB.batch([
-      c.env.DB.prepare(
-        `create table if not exists "rows" (${COLUMNS.map(([n, t]) => `"${n}" ${t}`).join(", ")})`,
-      ),
-      c.env.DB.prepare(
-        `create index if not exists "rows_recent" on "rows" ("agent_id", "updated_at" desc, "key" desc)`,
-      ),
-      c.env.DB.prepare(`with recursive n(i) as (select 1 union all select i + 1 from n where i < ?1)
-insert or ignore into "rows" select 'agent:main:subagent:floor-' || i, 'main',
-  printf('f100f100-0000-4000-8000-%012d', i), 'other', 'telegram', 'Floor ' || i, null, ?2 - i * 1000,
-  'echo/echo', 32000, 40, null, null, 1, 0, null, 'telegram', 'peer-' || i,
-  json_object('channel', 'telegram', 'to', 'peer-' || i), 'agent:main:main', null, 'idle', null, null
-from n`).bind(count, now),
-    ]);
+    for (const [d, db] of databases(c.env).entries()) await seed(db, count, now, d * count);
     return c.json({ ok: true });
   })
   .post("/read", async (c) => {
-    const body = JSON.parse(await c.req.text()) as { args?: { limit?: number } };
+    const body = JSON.parse(await c.req.text()) as { args?: { limit?: number }; databases?: number };
     const limit = body.args?.limit ?? 50;
-    const rows = await c.env.DB.prepare(SELECT)
-      .bind("main", limit + 1)
-      .raw();
+    const pages = await Promise.all(
+      databases(c.env)
+        .slice(0, Math.min(Math.max(body.databases ?? 1, 1), 4))
+        .map((db) =>
+          db
+            .prepare(SELECT)
+            .bind("main", limit + 1)
+            .raw(),
+        ),
+    );
+    const rows = pages.length === 1 ? (pages[0] ?? []) : pages.flat().sort(newestFirst);
     const sessions = rows.slice(0, limit).map((values) => {
       const row: Record<string, unknown> = {};
       values.forEach((v, i) => {
@@ -84,3 +86,30 @@ from n`).bind(count, now),
     });
     return c.json({ ok: true, result: { count: sessions.length, sessions } });
   });
+
+const UPDATED = NAMES.indexOf("updated_at");
+const KEY = NAMES.indexOf("key");
+
+/** Rows (raw) on the listing's order: `updated_at` desc, then `key` desc. */
+function newestFirst(a: unknown[], b: unknown[]): number {
+  const d = Number(b[UPDATED]) - Number(a[UPDATED]);
+  return d !== 0 ? d : String(b[KEY]) < String(a[KEY]) ? -1 : String(b[KEY]) > String(a[KEY]) ? 1 : 0;
+}
+
+/** `count` list-shaped rows in `db`, numbered from `from + 1`. */
+async function seed(db: D1Database, count: number, now: number, from: number): Promise<void> {
+  await db.batch([
+    db.prepare(`create table if not exists "rows" (${COLUMNS.map(([n, t]) => `"${n}" ${t}`).join(", ")})`),
+    db.prepare(
+      `create index if not exists "rows_recent" on "rows" ("agent_id", "updated_at" desc, "key" desc)`,
+    ),
+    db
+      .prepare(`with recursive n(i) as (select ?3 + 1 union all select i + 1 from n where i < ?3 + ?1)
+insert or ignore into "rows" select 'agent:main:subagent:floor-' || i, 'main',
+  printf('f100f100-0000-4000-8000-%012d', i), 'other', 'telegram', 'Floor ' || i, null, ?2 - i * 1000,
+  'echo/echo', 32000, 40, null, null, 1, 0, null, 'telegram', 'peer-' || i,
+  json_object('channel', 'telegram', 'to', 'peer-' || i), 'agent:main:main', null, 'idle', null, null
+from n`)
+      .bind(count, now, from),
+  ]);
+}

@@ -11,6 +11,11 @@
  *                                   (workload.startModel, one per side) instead of the echo model
  *   AB_D1=1,4 npm run ab -- HEAD list   the base side spreads sessions over 1 D1 database, the
  *                                   head side over 4 (storage.d1): the cost of more databases
+ *   npm run ab -- floor <new|existing> …   the base side is the platform floor of a message
+ *                                   (bench/floor/message-worker.ts: a bare Worker doing once,
+ *                                   at its cheapest, what a durable gateway must per message),
+ *                                   both sides with a model over HTTP: how far above the
+ *                                   platform the gateway runs
  *
  * The base revision is checked out into a temporary git worktree (sharing this checkout's
  * node_modules) and removed afterwards; the other side is this working tree, uncommitted
@@ -30,7 +35,9 @@ if (!base) throw new Error("usage: npm run ab -- <base revision> [mode] [blocks]
 const MODE = workload.modeOf(modeArg);
 const BLOCKS = Math.min(Math.max(Number(blocksArg) || 20, 2), 200);
 const BLOCK = Math.min(Math.max(Number(blockArg) || 50, 10), 500);
-const HTTP_MODEL = process.env.AB_MODEL === "http";
+/** `floor`: the base side is the message floor Worker, not a revision. */
+const FLOOR = base === "floor";
+const HTTP_MODEL = process.env.AB_MODEL === "http" || FLOOR;
 /** D1 databases of the base and head sides (`AB_D1=1,4`; default one each). */
 const D1_COUNTS = (process.env.AB_D1 ?? "1,1")
   .split(",")
@@ -57,19 +64,32 @@ async function startSide(
   start: Starter,
   scratch: (prefix: string) => string,
   databases: number,
+  floor = false,
 ): Promise<Side> {
   const connector = await workload.startConnector();
   const model = HTTP_MODEL ? await workload.startModel() : undefined;
   const d1 = bindings(databases);
-  const server = await start({
-    persistTo: scratch(`switchboard-ab-${name}-`),
-    vars: workload.workloadVars,
-    config: {
-      ...workload.workloadConfig(connector.port, MODE, model?.url),
-      ...(databases > 1 ? { storage: { d1 } } : {}),
-    },
-    ...(databases > 1 ? { d1 } : {}),
-  });
+  const persistTo = scratch(`switchboard-ab-${name}-`);
+  const server = floor
+    ? await start({
+        persistTo,
+        migrate: false,
+        wranglerConfig: path.join(root, "bench/floor/message.wrangler.toml"),
+        vars: {
+          ...workload.workloadVars,
+          FLOOR_MODEL_URL: model?.url ?? "",
+          FLOOR_DELIVER_URL: `http://127.0.0.1:${connector.port}/deliver`,
+        },
+      })
+    : await start({
+        persistTo,
+        vars: workload.workloadVars,
+        config: {
+          ...workload.workloadConfig(connector.port, MODE, model?.url),
+          ...(databases > 1 ? { storage: { d1 } } : {}),
+        },
+        ...(databases > 1 ? { d1 } : {}),
+      });
   log(
     `${name}: ${server.url} (pid ${server.pid})${model ? `, model ${model.url}` : ""}${databases > 1 ? `, ${databases} D1 databases` : ""}`,
   );
@@ -95,21 +115,26 @@ async function block(side: Side, first: number): Promise<number> {
 }
 
 async function main() {
-  const worktree = mkdtempSync(path.join(tmpdir(), "switchboard-ab-base-"));
-  execFileSync("git", ["worktree", "add", "--detach", worktree, base as string], {
-    cwd: root,
-    stdio: "ignore",
-  });
+  const worktree = FLOOR ? undefined : mkdtempSync(path.join(tmpdir(), "switchboard-ab-base-"));
+  if (worktree)
+    execFileSync("git", ["worktree", "add", "--detach", worktree, base as string], {
+      cwd: root,
+      stdio: "ignore",
+    });
   const sides: Side[] = [];
   try {
-    symlinkSync(path.join(root, "node_modules"), path.join(worktree, "node_modules"));
-    const baseLib = await import(path.join(worktree, "scripts/lib/local-server.ts"));
     const headLib = await import("../scripts/lib/local-server.ts");
-    sides.push(await startSide("base", baseLib.startLocalServer, headLib.scratchDir, D1_COUNTS[0] ?? 1));
+    if (worktree) {
+      symlinkSync(path.join(root, "node_modules"), path.join(worktree, "node_modules"));
+      const baseLib = await import(path.join(worktree, "scripts/lib/local-server.ts"));
+      sides.push(await startSide("base", baseLib.startLocalServer, headLib.scratchDir, D1_COUNTS[0] ?? 1));
+    } else {
+      sides.push(await startSide("floor", headLib.startLocalServer, headLib.scratchDir, 1, true));
+    }
     sides.push(await startSide("head", headLib.startLocalServer, headLib.scratchDir, D1_COUNTS[1] ?? 1));
     const [a, b] = sides as [Side, Side];
     console.log(
-      `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${base}, head = working tree; ${HTTP_MODEL ? "model over HTTP" : "echo model"})`,
+      `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${FLOOR ? "the message floor, bench/floor/message-worker.ts" : base}, head = working tree; ${HTTP_MODEL ? "model over HTTP" : "echo model"})`,
     );
     const ratios: number[] = [];
     for (let i = 0; i < BLOCKS; i++) {
@@ -140,8 +165,10 @@ async function main() {
       side.model?.close();
       rmSync(side.server.persistTo, { recursive: true, force: true });
     }
-    execFileSync("git", ["worktree", "remove", "--force", worktree], { cwd: root, stdio: "ignore" });
-    rmSync(worktree, { recursive: true, force: true });
+    if (worktree) {
+      execFileSync("git", ["worktree", "remove", "--force", worktree], { cwd: root, stdio: "ignore" });
+      rmSync(worktree, { recursive: true, force: true });
+    }
   }
 }
 

@@ -5,6 +5,8 @@
  *  (a)  a message to a new session, one at a time;
  *  (b)  a sustained burst to one existing session (messages sent back to back, one ack after
  *       another, replies not awaited in between), averaged over the burst;
+ *  (b2) the same burst to a session whose model answers over HTTP in SLOW_MODEL_MS (as real
+ *       models do, not at once: the session is busy while messages arrive);
  *  (b1) a message to an existing session, one at a time;
  *  (c)  a message whose turn makes one tool call (the echo model calls `current_time` for the
  *       text `call:current_time {}`), to an existing session, one at a time;
@@ -64,6 +66,7 @@ import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-serve
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 import type { BindingTally, D1State, Tally } from "./floor/db-load-tally.ts";
+import { startModel } from "./workload.ts";
 
 const TOKEN = "bench-db-load-token";
 const SECRET = "bench-db-load-bridge-secret";
@@ -106,6 +109,9 @@ const READ_QUIET_MS = 500;
 const POLL_CALIBRATION = 40;
 /** Where the standalone run and `npm run bench` write their result (`npm run capacity` reads it). */
 export const RESULT_FILE = "bench/results/db-load.json";
+/** How long the model of the (b2) burst takes to answer, and the reference that names it. */
+const SLOW_MODEL_MS = 250;
+const SLOW_MODEL_REF = "slow/m";
 /** `--databases 4`: the D1 bindings the gateway spreads its sessions over. */
 export const FOUR_DATABASES = ["DB", "DB_1", "DB_2", "DB_3"] as const;
 
@@ -135,7 +141,7 @@ export interface Load {
 }
 
 export interface Workload {
-  id: "a" | "b" | "b1" | "c" | "spread-new" | "spread-existing";
+  id: "a" | "b" | "b2" | "b1" | "c" | "spread-new" | "spread-existing";
   name: string;
   messages: number;
   runs: number;
@@ -363,6 +369,7 @@ export async function benchDbLoad(opts: {
   const databases = [...(opts.d1 ?? ["DB"])];
   const problems: string[] = [];
   const bridge = await startBridge();
+  const slowModel = await startModel(SLOW_MODEL_MS);
   const wranglerConfig = writeCountingConfig(opts.root);
   let server: LocalServer | undefined;
   try {
@@ -373,6 +380,8 @@ export async function benchDbLoad(opts: {
       vars: { GATEWAY_TOKEN: TOKEN, BRIDGE_SECRET: SECRET },
       config: {
         session: { dmScope: "per-channel-peer", queue: { cap: QUEUE_CAP } },
+        // The echo model answers every workload; (b2)'s session picks this one with `/new`.
+        models: { providers: { slow: { api: "openai-compatible", baseUrl: slowModel.url } } },
         connectors: { bridge: { deliverUrl: bridge.url, secretEnv: "BRIDGE_SECRET" } },
         ...(databases.length > 1 || databases[0] !== "DB" ? { storage: { d1: databases } } : {}),
       },
@@ -546,9 +555,13 @@ export async function benchDbLoad(opts: {
       text: `hello ${i}`,
     }));
 
-    opts.log(`db load: (b) creating the burst session, then ${burst} messages back to back`);
-    await oneMessage("burst", "first message");
-    {
+    /**
+     * A burst to one existing session (`from`, created by `first`): `burst` messages sent back
+     * to back, one ack after another, replies not awaited in between; one window.
+     */
+    const burstWorkload = async (id: Workload["id"], name: string, from: string, first: string) => {
+      opts.log(`db load: (${id}) creating the burst session, then ${burst} messages back to back`);
+      await oneMessage(from, first);
       // What one poll of the counts and of D1's state costs workerd, timed at rest.
       const calibrate = async (poll: () => Promise<unknown>) => {
         const c0 = cpuMs();
@@ -567,7 +580,7 @@ export async function benchDbLoad(opts: {
       for (let i = 0; i < burst; i++) {
         const text = `burst message ${i}`;
         textBytes += Buffer.byteLength(text);
-        ids.push(await send("burst", text));
+        ids.push(await send(from, text));
       }
       if (!(await replies(ids, BURST_REPLY_CAP_MS)))
         problems.push(`db load: burst: ${ids.filter((x) => bridge.replies.has(x)).length}/${burst} replies`);
@@ -581,8 +594,8 @@ export async function benchDbLoad(opts: {
       if (!s.settled) problems.push(`db load: burst did not settle within ${SETTLE_CAP_MS / 1000} s`);
       const load = delta(before, s.tally);
       workloads.push({
-        id: "b",
-        name: `message to an existing session, burst of ${burst}`,
+        id,
+        name,
         messages: burst,
         runs: s.state.runs - runs0,
         load,
@@ -592,9 +605,18 @@ export async function benchDbLoad(opts: {
         sessionsCreated: s.state.sessions - stateBefore.sessions,
         ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / burst } : {}),
         textBytesPerMessage:
-          (textBytes + ids.reduce((a, id) => a + Buffer.byteLength(bridge.replies.get(id) ?? ""), 0)) / burst,
+          (textBytes + ids.reduce((a, x) => a + Buffer.byteLength(bridge.replies.get(x) ?? ""), 0)) / burst,
       });
-    }
+    };
+    await burstWorkload("b", `message to an existing session, burst of ${burst}`, "burst", "first message");
+    // The same burst in a session whose model answers as real ones do, not at once: `/new <model>`
+    // gives it the HTTP model that answers after SLOW_MODEL_MS.
+    await burstWorkload(
+      "b2",
+      `message to an existing session, burst of ${burst}, model answering in ${SLOW_MODEL_MS} ms`,
+      "burst-slow",
+      `/new ${SLOW_MODEL_REF}`,
+    );
 
     await oneMessage("existing", "first message");
     await oneAtATime("b1", "message to an existing session, one at a time", isolated, (i) => ({
@@ -723,6 +745,7 @@ export async function benchDbLoad(opts: {
   } finally {
     await server?.stop();
     await bridge.close();
+    slowModel.close();
     rmSync(wranglerConfig, { force: true });
   }
 }

@@ -52,16 +52,17 @@ export async function startConnector() {
 }
 
 /**
- * An OpenAI-compatible chat-completions endpoint that answers every request at once with a short
- * reply and its usage: a real model call over HTTP in the loop (the gateway's provider client,
- * request and response handling), without a model's latency.
+ * An OpenAI-compatible chat-completions endpoint that answers every request with a short reply
+ * and its usage: a real model call over HTTP in the loop (the gateway's provider client,
+ * request and response handling), at once, or after `delayMs` as a real model would.
  */
-export async function startModel() {
+export async function startModel(delayMs = 0) {
   let calls = 0;
   const server = createServer((req, res) => {
     req.resume();
-    req.on("end", () => {
+    req.on("end", async () => {
       calls++;
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
       res.writeHead(200, { "content-type": "application/json" }).end(
         JSON.stringify({
           id: `cmpl-${calls}`,

@@ -6,7 +6,7 @@
 import { and, eq, inArray, isNotNull, isNull, lt } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import { allDatabases, databaseOfKey, groupByDatabase, readEach } from "./placement";
-import { col, type SelectPart, selectRows, selectUnion } from "./reads";
+import { col, decodeRow, rawValue, type SelectPart, selectRows, selectUnionRaw } from "./reads";
 import * as schema from "./schema";
 import { boundStatement, insertManyQuery, insertQuery, type Query } from "./writes";
 
@@ -294,18 +294,26 @@ export async function listSessionsBatch<K extends keyof SessionRow & string = ke
   // Every database answers every listing (each select bounded by the listing's limit), and the
   // answers merge: the newest `limit` of the union are the newest `limit` overall, and each
   // database pages from the same (updatedAt, key) cursor, so pages are exact across databases.
-  const answers = (await readEach(env, (db) => selectUnion(db, parts))) as Array<
-    Array<Array<Pick<SessionRow, K | "updatedAt" | "key">>>
-  >;
+  const answers = await readEach(env, (db) => selectUnionRaw(db, parts));
   let next = 0;
   return groups.map((group, i) => {
     const first = next;
     next += group.length;
     // Each select is index-ordered; sorted again here, as a union promises no order (the
-    // rows are in order already, so this costs one pass).
-    const rows = answers.flatMap((results) => results.slice(first, next).flat()).sort(newestFirst);
+    // rows are in order already, so this costs one pass). Sorted as read, and only the rows
+    // kept are decoded: over N databases a page reads N pages' rows.
+    const rows = answers
+      .flatMap((results) => results.slice(first, next).flat())
+      .map((row) => ({
+        row,
+        updatedAt: rawValue(row, "updatedAt") as number,
+        key: rawValue(row, "key") as string,
+      }))
+      .sort(newestFirst);
     const limit = filters[i]?.limit ?? rows.length;
-    return rows.length > limit ? rows.slice(0, limit) : rows;
+    return (rows.length > limit ? rows.slice(0, limit) : rows).map(
+      (r) => decodeRow(r.row) as Pick<SessionRow, K | "updatedAt" | "key">,
+    );
   });
 }
 

@@ -19,6 +19,8 @@ interface Projection {
   head: string;
   /** One per selected column, in select order. */
   decoders: Decoder[];
+  /** Each selected property's position among them. */
+  positions: Map<string, number>;
 }
 
 interface TablePlan {
@@ -60,7 +62,11 @@ function projection(table: SQLiteTable, keys?: readonly string[]): Projection {
     if (!d) throw new Error(`${p.name} has no column ${key}`);
     return d;
   });
-  proj = { head: `select ${decoders.map((d) => d[2]).join(", ")} from "${p.name}"`, decoders };
+  proj = {
+    head: `select ${decoders.map((d) => d[2]).join(", ")} from "${p.name}"`,
+    decoders,
+    positions: new Map(decoders.map((d, i) => [d[0], i])),
+  };
   p.projections.set(id, proj);
   return proj;
 }
@@ -133,6 +139,34 @@ export const MAX_UNION_TERMS = 5;
  * sort). Rows are decoded by the columns of columns.ts, as drizzle decodes them.
  */
 export async function selectUnion(db: D1Database, parts: SelectPart[]): Promise<Record<string, unknown>[][]> {
+  return (await selectUnionRaw(db, parts)).map((rows) => rows.map(decodeRow));
+}
+
+/**
+ * A row as D1 answered it, not decoded yet: its values (from `offset`, in its projection's
+ * order). A merge of several databases' rows orders them by `rawValue` and decodes only the
+ * rows it keeps (`decodeRow`).
+ */
+export interface RawRow {
+  readonly values: unknown[];
+  readonly offset: number;
+  readonly projection: Projection;
+}
+
+/** The stored value of the selected property `key` of a raw row (a text or a number, as D1 holds it). */
+export function rawValue(row: RawRow, key: string): unknown {
+  const i = row.projection.positions.get(key);
+  if (i === undefined) throw new Error(`the row does not select ${key}`);
+  return row.values[row.offset + i];
+}
+
+/** A raw row in the schema's row shape. */
+export function decodeRow(row: RawRow): Record<string, unknown> {
+  return mapValues(row.projection.decoders, row.values, row.offset);
+}
+
+/** `selectUnion`'s rows, not decoded. */
+export async function selectUnionRaw(db: D1Database, parts: SelectPart[]): Promise<RawRow[][]> {
   // Where each projection's columns start in a union row (after the part tag).
   const projections = parts.map((part) => projection(part.table, part.keys));
   const offsets = new Map<Projection, number>();
@@ -154,18 +188,18 @@ export async function selectUnion(db: D1Database, parts: SelectPart[]): Promise<
       params = part.params.length;
     }
   });
-  const lists: Record<string, unknown>[][] = parts.map(() => []);
+  const lists: RawRow[][] = parts.map(() => []);
   await Promise.all(
     chunks.map(async (chunk) => {
       if (chunk.length === 1) {
         const i = chunk[0] as number;
-        const { decoders, head } = projections[i] as Projection;
+        const projection = projections[i] as Projection;
         const part = parts[i] as SelectPart;
         const rows = await db
-          .prepare(`${head} ${part.rest}`)
+          .prepare(`${projection.head} ${part.rest}`)
           .bind(...part.params)
           .raw();
-        lists[i] = rows.map((values) => mapValues(decoders, values, 0));
+        lists[i] = rows.map((values) => ({ values, offset: 0, projection }));
         return;
       }
       const sql = chunk
@@ -182,8 +216,8 @@ export async function selectUnion(db: D1Database, parts: SelectPart[]): Promise<
         .raw();
       for (const values of rows) {
         const i = values[0] as number;
-        const p = projections[i] as Projection;
-        lists[i]?.push(mapValues(p.decoders, values, 1 + (offsets.get(p) ?? 0)));
+        const projection = projections[i] as Projection;
+        lists[i]?.push({ values, offset: 1 + (offsets.get(projection) ?? 0), projection });
       }
     }),
   );

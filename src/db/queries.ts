@@ -1,5 +1,5 @@
 /**
- * Named D1 queries of sessions (runs, deliveries and inbound dedupe: runs.ts; transcripts: messages.ts).
+ * Named D1 queries of sessions (runs and deliveries: runs.ts; transcripts: messages.ts).
  * Every query here is served by an index (see schema.ts); writes are
  * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */

@@ -6,10 +6,10 @@
  *
  * Write-behind: what may reach D1 a little later waits in the actor's journal
  * (records-journal.ts), durable from the moment it is taken, for the next write to carry it:
- * a connector's accepted message (the entry, the run, the inbound dedupe row) and every run's
- * start (marked running, its inputs). A start whose accept still waits is folded into it, and
- * a run's end rides on its records when its finalize carries them, so a quick run records its
- * whole life in one D1 round trip and writes its run row once; a batch writes the entry once,
+ * a connector's accepted message (the entry, the run) and every run's start (marked running,
+ * its inputs). A start whose accept still waits is folded into it, and a run's end rides on its
+ * records when its finalize carries them, so a quick run records its whole life in one D1 round
+ * trip and writes its run row once; a batch writes the entry once,
  * and a transcript's row only with its first run. Nothing waits longer than
  * RECORDS_DELAY_MS (a timer writes it alone) and every later write carries the journal first,
  * so D1 sees the records in order.
@@ -89,9 +89,9 @@ export interface ActorRecords {
   spawnedChildren(key: string): Promise<SessionRow[]>;
 
   /**
-   * A run was accepted: the entry, its transcript id, the queued run row and the inbound dedupe
-   * row. `behind`: they wait in the journal for the next write (at most RECORDS_DELAY_MS),
-   * journaled synchronously, at the call.
+   * A run was accepted: the entry, its transcript id and the queued run row (a connector's
+   * message is deduped by the actor alone). `behind`: they wait in the journal for the next
+   * write (at most RECORDS_DELAY_MS), journaled synchronously, at the call.
    */
   runAccepted(a: Omit<DeferredRecord, "starting"> & { behind?: boolean }): Promise<void>;
   /**

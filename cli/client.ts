@@ -12,12 +12,17 @@ export const EXIT = {
   api: 1,
   /** Bad arguments or options: refused by the CLI, or by the gateway (400). */
   usage: 2,
-  /** The token was refused (401, 403), or the gateway has no operator token set (503). */
+  /** The token was refused (401, 403), or the gateway has no operator token set (503 naming it). */
   auth: 3,
   /** Unknown session, run, delivery or method (404). */
   notFound: 4,
   /** No answer from the gateway: refused connection, unknown host, timeout. */
   connect: 5,
+  /**
+   * The gateway cannot serve now (any other 503): its `storage.d1` changed and awaits
+   * `switchboard storage rebalance`, or D1 refused a record for now. The message says which.
+   */
+  unavailable: 6,
 } as const;
 
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
@@ -31,10 +36,12 @@ export class CliError extends Error {
   }
 }
 
-export function exitCodeForStatus(status: number): ExitCode {
+/** The exit code of a gateway error: by status, and for a 503 by whether it names the unset token. */
+export function exitCodeForStatus(status: number, message = ""): ExitCode {
   if (status === 400) return EXIT.usage;
-  // The RPC surface answers 503 only while GATEWAY_TOKEN is unset (it names the secret).
-  if (status === 401 || status === 403 || status === 503) return EXIT.auth;
+  if (status === 401 || status === 403) return EXIT.auth;
+  // The operator surface answers 503 naming GATEWAY_TOKEN while that secret is unset.
+  if (status === 503) return message.includes("GATEWAY_TOKEN") ? EXIT.auth : EXIT.unavailable;
   if (status === 404) return EXIT.notFound;
   return EXIT.api;
 }
@@ -124,7 +131,7 @@ export function createClient(options: ClientOptions): RpcClient {
       if (res.ok && body.ok === true) return body.payload as T;
       if (body.ok === false && body.error && typeof body.error.message === "string") {
         throw new CliError(
-          exitCodeForStatus(res.status),
+          exitCodeForStatus(res.status, body.error.message),
           `${res.status} ${String(body.error.code ?? "ERROR")} ${body.error.message}`,
         );
       }

@@ -25,7 +25,7 @@ export function buildProgram(io: CliIo, version: string): Command {
     .option("--iso", "print times as ISO timestamps instead of relative ones")
     .addHelpText(
       "after",
-      "\nExit codes: 0 ok, 1 gateway error, 2 usage, 3 auth, 4 not found, 5 cannot connect.",
+      "\nExit codes: 0 ok, 1 gateway error, 2 usage, 3 auth, 4 not found, 5 cannot connect, 6 unavailable.",
     )
     // Set before the subcommands are added: they inherit both, so their errors map the same way.
     .exitOverride()

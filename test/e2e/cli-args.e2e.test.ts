@@ -84,7 +84,7 @@ describe("usage errors (exit 2, one line)", () => {
     const help = await runCli(["--help"], () => ok({}));
     expect(help.code).toBe(0);
     expect(help.stdout).toContain(
-      "Exit codes: 0 ok, 1 gateway error, 2 usage, 3 auth, 4 not found, 5 cannot connect.",
+      "Exit codes: 0 ok, 1 gateway error, 2 usage, 3 auth, 4 not found, 5 cannot connect, 6 unavailable.",
     );
     const version = await runCli(["--version"], () => ok({}));
     expect(version.code).toBe(0);
@@ -97,6 +97,13 @@ describe("gateway errors", () => {
     [401, "UNAUTHORIZED", "invalid bearer token", 3],
     [403, "FORBIDDEN", "send blocked by session policy", 3],
     [503, "UNAVAILABLE", "this endpoint is disabled until the secret GATEWAY_TOKEN is set", 3],
+    [
+      503,
+      "UNAVAILABLE",
+      'storage.d1 is ["DB", "DB_1"] but the data was placed with ["DB"]: run `switchboard storage rebalance`',
+      6,
+    ],
+    [503, "UNAVAILABLE", "run r-1 is not recorded yet (D1 refused its record); try again", 6],
     [404, "NOT_FOUND", "session not found: nope", 4],
     [409, "CONFLICT", "delivery d-1 was delivered", 1],
     [500, "INTERNAL", "internal error; see the gateway logs", 1],

@@ -6,8 +6,8 @@
  * - Worker: `POST /hooks/inbound/telegram` reads the body, checks its HMAC signature (the
  *   bridge's `t=…,v1=…` header), parses it, and hands the message to the session's Durable
  *   Object (one RPC call), answering 202 with what it said.
- * - Durable Object (SQLite): dedupes by message id and stores the message in its queue before
- *   answering, with an alarm as the backstop of a run its process loses; then, in the
+ * - Durable Object (SQLite): dedupes by message id (kept after the run, as the gateway keeps
+ *   its accepted ids) and stores the message in its queue before answering, with an alarm as the backstop of a run its process loses; then, in the
  *   background: one model call over HTTP (an OpenAI-compatible chat completion, the message
  *   alone as the prompt), the reply in an outbox row, one signed POST to the connector, the
  *   turn's records in one D1 batch (the session's row, the run, the two messages, the delivery:
@@ -87,6 +87,7 @@ export class FloorSession extends DurableObject<FloorEnv> {
 
   constructor(ctx: DurableObjectState, env: FloorEnv) {
     super(ctx, env);
+    this.sql.exec("CREATE TABLE IF NOT EXISTS received (run_id TEXT PRIMARY KEY, at INTEGER NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS queue (run_id TEXT PRIMARY KEY, message TEXT NOT NULL)");
     this.sql.exec("CREATE TABLE IF NOT EXISTS outbox (delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL)");
   }
@@ -94,12 +95,13 @@ export class FloorSession extends DurableObject<FloorEnv> {
   async enqueue(m: Message): Promise<{ runId: string; status: "queued" | "duplicate" }> {
     const added = this.sql
       .exec(
-        "INSERT OR IGNORE INTO queue (run_id, message) VALUES (?, ?) RETURNING run_id",
+        "INSERT OR IGNORE INTO received (run_id, at) VALUES (?, ?) RETURNING run_id",
         m.messageId,
-        JSON.stringify(m),
+        Date.now(),
       )
       .toArray().length;
     if (!added) return { runId: m.messageId, status: "duplicate" };
+    this.sql.exec("INSERT INTO queue (run_id, message) VALUES (?, ?)", m.messageId, JSON.stringify(m));
     await this.ctx.storage.setAlarm(Date.now() + 10_000);
     this.chain = this.chain.then(() => this.run(m)).catch((error) => console.error(`floor run: ${error}`));
     return { runId: m.messageId, status: "queued" };

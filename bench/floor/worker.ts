@@ -104,7 +104,8 @@ async function seed(db: D1Database, count: number, now: number, from: number): P
       `create index if not exists "rows_recent" on "rows" ("agent_id", "updated_at" desc, "key" desc)`,
     ),
     db
-      .prepare(`with recursive n(i) as (select ?3 + 1 union all select i + 1 from n where i < ?3 + ?1)
+      // D1 binds a JS number as a real: cast, so the keys read floor-1, not floor-1.0.
+      .prepare(`with recursive n(i) as (select cast(?3 as integer) + 1 union all select i + 1 from n where i < cast(?3 as integer) + ?1)
 insert or ignore into "rows" select 'agent:main:subagent:floor-' || i, 'main',
   printf('f100f100-0000-4000-8000-%012d', i), 'other', 'telegram', 'Floor ' || i, null, ?2 - i * 1000,
   'echo/echo', 32000, 40, null, null, 1, 0, null, 'telegram', 'peer-' || i,

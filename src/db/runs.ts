@@ -1,8 +1,8 @@
 /**
- * Named D1 queries of runs and deliveries (sessions: queries.ts). A run's
- * rows live in its session's database (db/placement.ts): reads by run id go to the database the
- * id names, listings read every database and merge on the same keyset cursor; writes are
- * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
+ * Named D1 queries of runs and deliveries (sessions: queries.ts). A run's rows live in its
+ * session's database (db/placement.ts): reads by run id go to the database the id names,
+ * listings read every database and merge on the same keyset cursor; writes are idempotent
+ * (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */
 import { and, desc, eq, inArray, lt, or, type SQL } from "drizzle-orm";
 import { allDatabases, databaseOfKey, databaseOfRun, readEach } from "./placement";

@@ -95,10 +95,11 @@ export interface RunProgress {
 }
 
 /**
- * A run's records as the journal keeps them: `accepted` (the entry, the run row; with `starting` once the run's start was folded in: the row is then written
- * running, with those messages), `started` (a start whose accept already reached D1) or
- * `finished` (a run's finalize written behind while the next run of a busy session goes on:
- * the run row as it ended, its last messages in `starting`, its delivery).
+ * A run's records as the journal keeps them: `accepted` (the entry, the run row; with
+ * `starting` once the run's start was folded in: the row is then written running, with those
+ * messages), `started` (a start whose accept already reached D1) or `finished` (a run's
+ * finalize written behind while the next run of a busy session goes on: the run row as it
+ * ended, its last messages in `starting`, its delivery).
  */
 export interface DeferredRecord {
   kind?: "accepted" | "started" | "finished";

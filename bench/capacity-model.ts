@@ -351,3 +351,238 @@ export function report(i: ModelInputs): string[] {
   }
   return out;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cost: what a message costs at Cloudflare's published prices (docs/capacity.md, "Cost")
+//
+//   $/M messages = Σ_u  units_u per message × price_u × 10^6
+//
+// Marginal prices on Workers Paid, the included monthly allowances left out (what they cover is
+// printed beside them); storage shown apart (it is paid per month kept, not per message).
+
+/** The pricing pages, as read on PRICES_READ from the stored copy of Cloudflare's docs. */
+export const PRICE_PAGES = {
+  workers: "https://developers.cloudflare.com/workers/platform/pricing/",
+  durableObjects: "https://developers.cloudflare.com/durable-objects/platform/pricing/",
+  d1: "https://developers.cloudflare.com/d1/platform/pricing/",
+  doLifecycle: "https://developers.cloudflare.com/durable-objects/concepts/durable-object-lifecycle/",
+} as const;
+export const PRICES_READ = "2026-11-28";
+
+/** The billed units of a message, in the order the cost table lists them. */
+export const UNITS = [
+  "workerRequests",
+  "workerCpuMs",
+  "doRequests",
+  "doGbSeconds",
+  "doRowsWritten",
+  "doRowsRead",
+  "d1RowsWritten",
+  "d1RowsRead",
+] as const;
+export type Unit = (typeof UNITS)[number];
+export type Units = Record<Unit, number>;
+
+export interface Price {
+  label: string;
+  /** US dollars per unit, past the included allowance. */
+  usd: number;
+  /** The price as the page states it. */
+  text: string;
+  /** Units included per month on Workers Paid. */
+  includedPerMonth: number;
+  page: string;
+}
+
+export function prices(): Record<Unit, Price> {
+  const perMillion = (usd: number) => usd / 1e6;
+  return {
+    workerRequests: {
+      label: "Workers requests",
+      usd: perMillion(0.3),
+      text: "$0.30 / million",
+      includedPerMonth: 10e6,
+      page: PRICE_PAGES.workers,
+    },
+    workerCpuMs: {
+      label: "Workers CPU ms",
+      usd: perMillion(0.02),
+      text: "$0.02 / million CPU ms",
+      includedPerMonth: 30e6,
+      page: PRICE_PAGES.workers,
+    },
+    doRequests: {
+      label: "Durable Objects requests",
+      usd: perMillion(0.15),
+      text: "$0.15 / million",
+      includedPerMonth: 1e6,
+      page: PRICE_PAGES.durableObjects,
+    },
+    doGbSeconds: {
+      label: "Durable Objects duration (GB-s)",
+      usd: perMillion(12.5),
+      text: "$12.50 / million GB-s",
+      includedPerMonth: 400_000,
+      page: PRICE_PAGES.durableObjects,
+    },
+    doRowsWritten: {
+      label: "Durable Objects rows written",
+      usd: perMillion(1),
+      text: "$1.00 / million rows",
+      includedPerMonth: 50e6,
+      page: PRICE_PAGES.durableObjects,
+    },
+    doRowsRead: {
+      label: "Durable Objects rows read",
+      usd: perMillion(0.001),
+      text: "$0.001 / million rows",
+      includedPerMonth: 25e9,
+      page: PRICE_PAGES.durableObjects,
+    },
+    d1RowsWritten: {
+      label: "D1 rows written",
+      usd: perMillion(1),
+      text: "$1.00 / million rows",
+      includedPerMonth: 50e6,
+      page: PRICE_PAGES.d1,
+    },
+    d1RowsRead: {
+      label: "D1 rows read",
+      usd: perMillion(0.001),
+      text: "$0.001 / million rows",
+      includedPerMonth: 25e9,
+      page: PRICE_PAGES.d1,
+    },
+  };
+}
+
+/** Storage, paid per GB-month kept (shown apart from the per-message cost). */
+export const STORAGE_PRICES = {
+  d1: { usdPerGbMonth: 0.75, includedGb: 5, text: "$0.75 / GB-month (5 GB included)", page: PRICE_PAGES.d1 },
+  doSql: {
+    usdPerGbMonth: 0.2,
+    includedGb: 5,
+    text: "$0.20 / GB-month (5 GB-month included)",
+    page: PRICE_PAGES.durableObjects,
+  },
+} as const;
+
+/** The memory a Durable Object's duration is billed for: "128 MB … regardless of actual usage". */
+export const DO_BILLED_GB = 0.128;
+
+export interface CostLine {
+  unit: Unit;
+  perMessage: number;
+  /** US dollars per million messages. */
+  usdPerMillion: number;
+  /** Share of the message's total. */
+  share: number;
+  /** Messages a month the included allowance of this unit covers. */
+  coveredPerMonth: number;
+}
+
+export interface Cost {
+  lines: CostLine[];
+  usdPerMillion: number;
+}
+
+export function costOf(units: Units, p = prices()): Cost {
+  const raw = UNITS.map((unit) => ({
+    unit,
+    perMessage: units[unit],
+    usdPerMillion: units[unit] * p[unit].usd * 1e6,
+  }));
+  const total = raw.reduce((a, l) => a + l.usdPerMillion, 0);
+  return {
+    usdPerMillion: total,
+    lines: raw.map((l) => ({
+      ...l,
+      share: total > 0 ? l.usdPerMillion / total : Number.NaN,
+      coveredPerMonth:
+        l.perMessage > 0 ? p[l.unit].includedPerMonth / l.perMessage : Number.POSITIVE_INFINITY,
+    })),
+  };
+}
+
+/** One workload whose cost the report prints (its units per message measured). */
+export interface CostedWorkload {
+  label: string;
+  units: Units;
+  /** How long its model took to answer each call (ms). */
+  modelMs: number;
+  /** Model calls per message (a tool-call turn makes two). */
+  modelCalls: number;
+}
+
+/** Dollars: whole from $100, cents from 10 cents, two significant digits below. */
+export function usd(v: number): string {
+  if (!Number.isFinite(v)) return "n/a";
+  if (v >= 100) return `$${Math.round(v).toLocaleString("en-US")}`;
+  if (v >= 0.1) return `$${v.toFixed(2)}`;
+  return `$${Number(v.toPrecision(2))}`;
+}
+
+/**
+ * The cost report: each unit's price, units and dollars per million messages and share, per
+ * workload; what the included allowances cover; the Durable Object duration of waiting on the
+ * model inside the object, and what the same call costs from a Worker invocation.
+ */
+export function costReport(
+  workloads: CostedWorkload[],
+  source: string,
+  storage?: { d1BytesPerMessage: number; from: string },
+): string[] {
+  const p = prices();
+  const costs = workloads.map((w) => costOf(w.units, p));
+  const out = [
+    `Cost per million messages at Cloudflare's published prices (Workers Paid, read ${PRICES_READ}; included allowances left out): ${source}`,
+    "",
+    `| unit | price | ${workloads.map((w) => `${w.label}: per message → $ per million messages (share)`).join(" | ")} |`,
+    `|---|---|${workloads.map(() => "---").join("|")}|`,
+  ];
+  for (const [i, unit] of UNITS.entries()) {
+    const cells = costs.map((c) => {
+      const l = c.lines[i] as CostLine;
+      return `${fmt(l.perMessage)} → ${usd(l.usdPerMillion)} (${(100 * l.share).toFixed(1)}%)`;
+    });
+    out.push(`| ${p[unit].label} | ${p[unit].text} | ${cells.join(" | ")} |`);
+  }
+  out.push(`| **total** | | ${costs.map((c) => `**${usd(c.usdPerMillion)}**`).join(" | ")} |`);
+  out.push(
+    `| messages a month the included allowances cover (the unit that runs out first) | | ${costs
+      .map((c) => {
+        const first = [...c.lines].sort((x, y) => x.coveredPerMonth - y.coveredPerMonth)[0];
+        return first ? `${fmt(first.coveredPerMonth)} (${p[first.unit].label})` : "n/a";
+      })
+      .join(" | ")} |`,
+    "",
+    `Included each month on Workers Paid ($5 a month minimum): ${UNITS.map((u) => `${p[u].label} ${fmt(p[u].includedPerMonth)}`).join("; ")}. The table leaves them out: past the messages they cover, every message pays the prices above.`,
+  );
+  if (storage) {
+    const gb = (storage.d1BytesPerMessage * 1e6) / 1e9;
+    out.push(
+      "",
+      `Storage, apart (paid per month kept, not per message): D1 keeps ${bytes(storage.d1BytesPerMessage)} per message (${storage.from}), so a million messages kept cost ${usd(gb * STORAGE_PRICES.d1.usdPerGbMonth)} a month at ${STORAGE_PRICES.d1.text} (${PRICE_PAGES.d1}), for as long as they are kept; Durable Object SQL storage (${STORAGE_PRICES.doSql.text}) is not measured.`,
+    );
+  }
+  const wait = workloads.find((w) => w.modelMs > 0);
+  if (wait) {
+    const waitGbS = (wait.modelMs / 1000) * DO_BILLED_GB;
+    const waitUsd = waitGbS * p.doGbSeconds.usd * 1e6;
+    const handover = (p.doRequests.usd + p.workerRequests.usd) * 1e6;
+    out.push(
+      "",
+      `Waiting on the model inside the Durable Object: a model call of ${fmt(wait.modelMs / 1000)} s keeps the object active (an awaited fetch() blocks hibernation: ${PRICE_PAGES.doLifecycle}), ${fmt(wait.modelMs / 1000)} s × ${DO_BILLED_GB} GB = ${fmt(waitGbS)} GB-s, ${usd(waitUsd)} per million model calls (${fmt(waitGbS / (wait.modelMs / 1000))} GB-s and ${usd(waitUsd / (wait.modelMs / 1000))} per million for each second the model takes).`,
+      `The same call from a Worker invocation is billed for CPU only (${PRICE_PAGES.workers}: "No charge or limit for duration"): the wait costs nothing; the call's own CPU (a few ms of request and response handling) about ${usd(2 * p.workerCpuMs.usd * 1e6)} per million calls at 2 ms; handing the turn over and its result back costs at least one more Durable Object request (${usd(p.doRequests.usd * 1e6)} per million) and, if that invocation is a request of its own rather than the inbound one or a service binding call, one more Workers request (${usd(p.workerRequests.usd * 1e6)} per million): ${usd(handover)} per million calls with both.`,
+      ...workloads.flatMap((w, i) => {
+        const c = costs[i] as Cost;
+        if (w.modelMs <= 0) return [];
+        const d = (w.modelMs / 1000) * DO_BILLED_GB * w.modelCalls * p.doGbSeconds.usd * 1e6;
+        return [
+          `- ${w.label}: ${w.modelCalls} model call${w.modelCalls === 1 ? "" : "s"} of ${fmt(w.modelMs / 1000)} s per message: ${usd(d)} of its ${usd(c.usdPerMillion)} per million messages is the object waiting on the model (${c.usdPerMillion > 0 ? ((100 * d) / c.usdPerMillion).toFixed(1) : "n/a"}%); its measured duration ${fmt(w.units.doGbSeconds)} GB-s per message is ${usd(w.units.doGbSeconds * p.doGbSeconds.usd * 1e6)} per million.`,
+        ];
+      }),
+    );
+  }
+  return out;
+}

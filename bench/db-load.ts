@@ -1,7 +1,9 @@
 /**
- * Bench row 14: the storage load of a message, counted from outside. Per message, the D1
- * statements and D1 round trips (requests sent to D1: a statement's first/all/run/raw, a batch,
- * an exec), per run the D1 round trips, and the Durable Object SQL statements, for:
+ * Bench row 14: the storage load of a message and what Cloudflare bills for it, counted from
+ * outside. Per message, the D1 statements and D1 round trips (requests sent to D1: a statement's
+ * first/all/run/raw, a batch, an exec), per run the D1 round trips, the Durable Object SQL
+ * statements, and the billable units: D1 and Durable Object rows written and read, Durable
+ * Object requests and active wall time (GB-s), Worker requests and workerd CPU; for:
  *  (a)  a message to a new session, one at a time;
  *  (b)  a sustained burst to one existing session (messages sent back to back, one ack after
  *       another, replies not awaited in between), averaged over the burst;
@@ -10,42 +12,53 @@
  *  (b1) a message to an existing session, one at a time;
  *  (c)  a message whose turn makes one tool call (the echo model calls `current_time` for the
  *       text `call:current_time {}`), to an existing session, one at a time;
+ *  (a-3s, b1-3s, c-3s, b-3s) (a), (b1), (c) and a burst, with a model over HTTP answering each
+ *       call in MODEL_3S_MS (a tool-call turn calls it twice), SLOW_MESSAGES messages each;
  *  (spread-new, spread-existing) a message to each of many new sessions, then one more to each,
  *       8 acks in flight (many keys: how the databases share the load, what a session stores);
  * and per read, for the operator's `sessions.list` (limit 50), `runs.list` (limit 50) and
  * `runs.get`, one at a time. Each workload also shows each D1 database's share of its statements
  * (with `--databases 4` the gateway spreads sessions over 4: `storage.d1` DB, DB_1, DB_2, DB_3),
- * the requests to Durable Objects, and what the databases grew by (D1's `size_after`). The burst
- * also shows the workerd CPU per message (the bench's own polls of the counts taken out).
+ * the requests to Durable Objects, what the databases grew by (D1's `size_after`), and which SQL
+ * texts write and read how many rows.
  *
  * Method: the gateway runs under its own `wrangler dev` (echo model, a bridge connector whose
  * replies go to a fake on 127.0.0.1) from a copy of wrangler.toml in which only `main` differs:
  * bench/floor/db-load-worker.ts, a test-only entry around the unchanged src/index.ts. It hands the
  * Worker and each SessionActor the runtime's own env with each D1 binding of `storage.d1` wrapped
- * (every call is counted, by binding, and passed on as made: same SQL, same batches, same order)
- * and `SESSION_ACTOR`'s stubs counting their calls, and replaces each actor's own
- * `storage.sql.exec` (and its other storage methods) by a counting pass-through before the actor
- * is built. Nothing in src/ changes and no product code path is skipped or added: the counts are
- * what the gateway asked of D1 and of its Durable Object SQLite. (Statements that miniflare's own
- * wrapper runs on an actor's database, on its `__miniflare_*` tables, absent in production, are
- * left out. Miniflare's D1 simulator exposes no counters, and the persisted .sqlite files show
- * rows changed, not statements or round trips.) The counts are read with
+ * (every call is counted, by binding, and passed on as made: same SQL, same batches, same order;
+ * the rows of each statement read from D1's own answer) and `SESSION_ACTOR`'s stubs counting
+ * their calls, replaces each actor's own `storage.sql.exec` (and its other storage methods) by a
+ * counting pass-through whose cursors report their rows, and times each actor's calls, alarms,
+ * waitUntil promises and timers. Nothing in src/ changes and no product code path is skipped or
+ * added: the counts are what the gateway asked of D1 and of its Durable Object SQLite.
+ * (Statements that miniflare's own wrapper runs on an actor's database, on its `__miniflare_*`
+ * tables, absent in production, are left out.) The counts are read with
  * `GET /__bench/db-counts`, served by that entry without touching any storage. Nothing here
- * measures remote D1: the statements are the product's, their cost is local SQLite's.
+ * measures remote D1: the statements and rows are the product's, their time is local SQLite's.
  *
  * A message's window runs from its send until nothing changes: its reply reached the fake
  * connector, then the counts stayed still for QUIET_MS (twice the write-behind journal's ~1 s
- * timer) and D1 (read through the unwrapped binding, not counted) shows every run ended and no
- * delivery pending or retrying; bounded by SETTLE_CAP_MS. A warm-up (two new sessions, one tool
- * call) runs first, so isolate-wide first-use work is not charged to a workload; after the last
- * window the counts are watched for another IDLE_WATCH_MS and any change is reported.
+ * timer) with no actor at work or holding a timer (a deferred write is still to come), and D1
+ * (read through the unwrapped binding, not counted) shows every run ended and no delivery
+ * pending or retrying; bounded by SETTLE_CAP_MS (`--quiet-ms`, `--settle-cap-ms`). Whatever is
+ * counted after a window closed and before the next opened is reported as that workload's late
+ * writes. A warm-up (two new sessions, one tool call, one 3 s tool call) runs first, so
+ * isolate-wide first-use work is not charged to a workload; after the last window the counts
+ * are watched for another IDLE_WATCH_MS and any change is reported. workerd's CPU over each
+ * window is measured with the bench's own requests (timed at rest) taken out: each request into
+ * `wrangler dev` costs several ms, the message's own included, so it is an upper bound.
  *
  * Part of `npm run bench`; alone:
- * `node bench/db-load.ts [isolated=10] [burst=60] [spread=100] [--databases 4]` (isolated: messages
- * of (a), (b1) and (c) each, and calls of each read; burst: messages of (b); spread: sessions of
- * the spread workloads, 0 to leave them out).
- * Both write the result to bench/results/db-load.json (RESULT_FILE), the input of
- * `npm run capacity`. Everything on 127.0.0.1.
+ * `node bench/db-load.ts [isolated=10] [burst=60] [spread=100] [--databases 4] [--slow 5]
+ * [--quiet-ms 2000] [--settle-cap-ms 90000] [--repo DIR] [--out FILE] [--base FILE]`
+ * (isolated: messages of (a), (b1) and (c) each, and calls of each read; burst: messages of (b);
+ * spread: sessions of the spread workloads, 0 to leave them out; slow: messages of each 3 s
+ * workload, 0 to leave them out; repo: the checkout whose gateway is measured, with this one's
+ * counting entry; out: the result file; base: a result file whose figures the billing table
+ * shows under each workload's). `node bench/db-load.ts --table FILE [--base FILE]` prints the
+ * billing table of a result file. Both write the result to bench/results/db-load.json
+ * (RESULT_FILE, or --out), the input of `npm run capacity`. Everything on 127.0.0.1.
  */
 import { execFileSync } from "node:child_process";
 import {
@@ -62,23 +75,31 @@ import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
+import { parseArgs } from "node:util";
 import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
-import type { BindingTally, D1State, Tally } from "./floor/db-load-tally.ts";
+import type { BindingTally, BriefTally, D1State, StillAnswer, Tally } from "./floor/db-load-tally.ts";
 import { startModel } from "./workload.ts";
 
 const TOKEN = "bench-db-load-token";
 const SECRET = "bench-db-load-bridge-secret";
-/** Counts still for this long (twice the journal's ~1 s timer) end a message's window. */
-const QUIET_MS = 2_000;
+/**
+ * Counts still for this long (twice the journal's ~1 s timer) end a message's window, once no
+ * actor is at work or has a timer pending either (`--quiet-ms`).
+ */
+export const QUIET_MS = 2_000;
 const POLL_MS = 100;
-const SETTLE_CAP_MS = 30_000;
+/**
+ * The longest a window waits for that (`--settle-cap-ms`): above the longest the gateway may
+ * hold a deferred write back (about a minute), so such a write still falls in its message's window.
+ */
+export const SETTLE_CAP_MS = 90_000;
 const REPLY_CAP_MS = 30_000;
 const BURST_REPLY_CAP_MS = 120_000;
 const IDLE_WATCH_MS = 3_000;
 /** No message is sent after this long (every wait above has its own cap too). */
-const TOTAL_CAP_MS = 10 * 60_000;
+const TOTAL_CAP_MS = 15 * 60_000;
 /** Above the largest burst, so the burst queues rather than meeting the cap. */
 const QUEUE_CAP = 256;
 const MAX_BURST = 200;
@@ -105,13 +126,31 @@ const ENTRY = "bench/floor/db-load-worker.ts";
 const CONFIG_NAME = "wrangler.bench-db-load.toml";
 /** A read's window closes once the counts stayed still this long (reads leave no work behind). */
 const READ_QUIET_MS = 500;
-/** Polls of the counts timed at rest, to take the bench's own polling out of the burst's CPU. */
-const POLL_CALIBRATION = 40;
+/** Polls of the counts timed at rest, to take the bench's own requests out of a window's CPU. */
+const POLL_CALIBRATION = 12;
 /** Where the standalone run and `npm run bench` write their result (`npm run capacity` reads it). */
 export const RESULT_FILE = "bench/results/db-load.json";
 /** How long the model of the (b2) burst takes to answer, and the reference that names it. */
 const SLOW_MODEL_MS = 250;
 const SLOW_MODEL_REF = "slow/m";
+/**
+ * The model of the `-3s` workloads: over HTTP, answering every call in MODEL_3S_MS, as a real
+ * model takes seconds (a tool call, then the final answer: two calls). Their sessions are an
+ * agent's of their own (`MODEL_3S_AGENT`, whose model this is), which the messages reach through
+ * a binding on their account id, so a new session has it from its first message.
+ */
+export const MODEL_3S_MS = 3_000;
+const MODEL_3S_REF = "model3s/m";
+const MODEL_3S_AGENT = "slow";
+const MODEL_3S_ACCOUNT = "slow";
+/** Messages of each `-3s` workload (counts are deterministic: a few suffice), and their cap. */
+const SLOW_MESSAGES = 5;
+const MAX_SLOW = 20;
+/**
+ * Cloudflare bills a Durable Object's duration as 128 MB for each second it is active
+ * (https://developers.cloudflare.com/durable-objects/platform/pricing/): GB-s = 0.128 × seconds.
+ */
+export const DO_GB = 0.128;
 /** `--databases 4`: the D1 bindings the gateway spreads its sessions over. */
 export const FOUR_DATABASES = ["DB", "DB_1", "DB_2", "DB_3"] as const;
 
@@ -138,10 +177,35 @@ export interface Load {
   byCall: Record<string, number>;
   d1Sql: Record<string, number>;
   doSql: Record<string, number>;
+  /** D1 rows as billed (`meta.rows_read` / `meta.rows_written`), and by origin. */
+  d1RowsRead: number;
+  d1RowsWritten: number;
+  workerRowsWritten: number;
+  actorRowsWritten: number;
+  /** D1 round trips whose rows the entry could not read (missing from the rows above). */
+  d1Unmetered: number;
+  /** Durable Object SQL rows as billed (each cursor's rowsRead / rowsWritten). */
+  doRowsRead: number;
+  doRowsWritten: number;
+  /** Rows written and read by SQL text: D1 (`<origin> <SQL>`) and Durable Object SQL. */
+  d1SqlRowsWritten: Record<string, number>;
+  d1SqlRowsRead: Record<string, number>;
+  doSqlRowsWritten: Record<string, number>;
+  doSqlRowsRead: Record<string, number>;
+  /** Durable Object wall time (ms, summed over actors): calls and alarms; and all it is active. */
+  doCallsMs: number;
+  doActiveMs: number;
+  /** Invocations of the Worker (fetch and scheduled). */
+  workerRequests: number;
+  /** Timers the actors set, by kind and delay (`setTimeout 1000 ms`): each keeps its actor active. */
+  doTimers: Record<string, number>;
 }
 
+/** The workloads with the model answering in MODEL_3S_MS. */
+export const WORKLOADS_3S = ["a-3s", "b1-3s", "c-3s", "b-3s"] as const;
+
 export interface Workload {
-  id: "a" | "b" | "b2" | "b1" | "c" | "spread-new" | "spread-existing";
+  id: "a" | "b" | "b2" | "b1" | "c" | "spread-new" | "spread-existing" | (typeof WORKLOADS_3S)[number];
   name: string;
   messages: number;
   runs: number;
@@ -154,10 +218,16 @@ export interface Workload {
   storedBytes: number;
   /** Sessions the workload created. */
   sessionsCreated: number;
-  /** workerd CPU per message in ms (the burst only; the bench's polls taken out). */
+  /** workerd CPU per message in ms over the workload's windows (the bench's polls taken out). */
   cpuMsPerMessage?: number;
   /** Bytes of a message's text and its reply's (the burst and the spread workloads; echo model). */
   textBytesPerMessage?: number;
+  /** How long the session's model takes to answer (0: the echo model, at once). */
+  modelMs: number;
+  /** What was counted after a window had closed and before the next one opened (late writes). */
+  late: Load;
+  /** Windows after which something was still counted. */
+  lateWindows: number;
 }
 
 /** A read, called `calls` times one at a time. */
@@ -189,16 +259,26 @@ function diffMap(after: Record<string, number>, before: Record<string, number>):
   return out;
 }
 
+const emptyBinding = (): BindingTally => ({
+  statements: 0,
+  roundTrips: 0,
+  busyMs: 0,
+  rowsRead: 0,
+  rowsWritten: 0,
+});
+
 const storageCalls = (t: Tally) => Object.values(t.doCalls).reduce((a, b) => a + b, 0);
 
 function diffBindings(after: Tally, before: Tally): Record<string, BindingTally> {
   const out: Record<string, BindingTally> = {};
   for (const [name, a] of Object.entries(after.d1.byBinding)) {
-    const b = before.d1.byBinding[name] ?? { statements: 0, roundTrips: 0, busyMs: 0 };
+    const b = before.d1.byBinding[name] ?? emptyBinding();
     out[name] = {
       statements: a.statements - b.statements,
       roundTrips: a.roundTrips - b.roundTrips,
       busyMs: a.busyMs - b.busyMs,
+      rowsRead: a.rowsRead - b.rowsRead,
+      rowsWritten: a.rowsWritten - b.rowsWritten,
     };
   }
   return out;
@@ -232,6 +312,25 @@ function delta(before: Tally, after: Tally): Load {
     byCall: diffMap(after.d1.byCall, before.d1.byCall),
     d1Sql: diffMap(after.d1.sql, before.d1.sql),
     doSql: diffMap(after.doSql.sql, before.doSql.sql),
+    d1RowsRead: after.d1.rowsRead - before.d1.rowsRead,
+    d1RowsWritten: after.d1.rowsWritten - before.d1.rowsWritten,
+    workerRowsWritten: after.d1.byOrigin.worker.rowsWritten - before.d1.byOrigin.worker.rowsWritten,
+    actorRowsWritten: after.d1.byOrigin.actor.rowsWritten - before.d1.byOrigin.actor.rowsWritten,
+    d1Unmetered: after.d1.unmetered - before.d1.unmetered,
+    doRowsRead: after.doSql.rowsRead - before.doSql.rowsRead,
+    doRowsWritten: after.doSql.rowsWritten - before.doSql.rowsWritten,
+    d1SqlRowsWritten: diffMap(after.d1.sqlRowsWritten, before.d1.sqlRowsWritten),
+    d1SqlRowsRead: diffMap(after.d1.sqlRowsRead, before.d1.sqlRowsRead),
+    doSqlRowsWritten: diffMap(after.doSql.sqlRowsWritten, before.doSql.sqlRowsWritten),
+    doSqlRowsRead: diffMap(after.doSql.sqlRowsRead, before.doSql.sqlRowsRead),
+    doCallsMs: after.doWall.callsMs - before.doWall.callsMs,
+    doActiveMs: after.doWall.activeMs - before.doWall.activeMs,
+    doTimers: diffMap(after.doWall.timersByDelay, before.doWall.timersByDelay),
+    workerRequests:
+      after.workerRequests.fetch +
+      after.workerRequests.scheduled -
+      before.workerRequests.fetch -
+      before.workerRequests.scheduled,
   };
 }
 
@@ -239,7 +338,7 @@ function addMap(into: Record<string, number>, from: Record<string, number>): voi
   for (const [k, v] of Object.entries(from)) into[k] = (into[k] ?? 0) + v;
 }
 
-function sum(loads: Load[]): Load {
+export function sum(loads: Load[]): Load {
   const out: Load = {
     d1Statements: 0,
     d1RoundTrips: 0,
@@ -258,6 +357,21 @@ function sum(loads: Load[]): Load {
     byCall: {},
     d1Sql: {},
     doSql: {},
+    d1RowsRead: 0,
+    d1RowsWritten: 0,
+    workerRowsWritten: 0,
+    actorRowsWritten: 0,
+    d1Unmetered: 0,
+    doRowsRead: 0,
+    doRowsWritten: 0,
+    d1SqlRowsWritten: {},
+    d1SqlRowsRead: {},
+    doSqlRowsWritten: {},
+    doSqlRowsRead: {},
+    doCallsMs: 0,
+    doActiveMs: 0,
+    workerRequests: 0,
+    doTimers: {},
   };
   for (const l of loads) {
     out.d1Statements += l.d1Statements;
@@ -273,31 +387,64 @@ function sum(loads: Load[]): Load {
     out.doRequests += l.doRequests;
     addMap(out.doRequestsByMethod, l.doRequestsByMethod);
     for (const [name, b] of Object.entries(l.byBinding)) {
-      const into = out.byBinding[name] ?? { statements: 0, roundTrips: 0, busyMs: 0 };
+      const into = out.byBinding[name] ?? emptyBinding();
       out.byBinding[name] = into;
       into.statements += b.statements;
       into.roundTrips += b.roundTrips;
       into.busyMs += b.busyMs;
+      into.rowsRead += b.rowsRead;
+      into.rowsWritten += b.rowsWritten;
     }
     out.actors += l.actors;
     addMap(out.byCall, l.byCall);
     addMap(out.d1Sql, l.d1Sql);
     addMap(out.doSql, l.doSql);
+    out.d1RowsRead += l.d1RowsRead;
+    out.d1RowsWritten += l.d1RowsWritten;
+    out.workerRowsWritten += l.workerRowsWritten;
+    out.actorRowsWritten += l.actorRowsWritten;
+    out.d1Unmetered += l.d1Unmetered;
+    out.doRowsRead += l.doRowsRead;
+    out.doRowsWritten += l.doRowsWritten;
+    addMap(out.d1SqlRowsWritten, l.d1SqlRowsWritten);
+    addMap(out.d1SqlRowsRead, l.d1SqlRowsRead);
+    addMap(out.doSqlRowsWritten, l.doSqlRowsWritten);
+    addMap(out.doSqlRowsRead, l.doSqlRowsRead);
+    out.doCallsMs += l.doCallsMs;
+    out.doActiveMs += l.doActiveMs;
+    out.workerRequests += l.workerRequests;
+    addMap(out.doTimers, l.doTimers);
   }
   return out;
 }
 
-/** Changes whenever anything counted changes. */
+/** Changes whenever anything counted changes (an actor's interval ending included). */
 const fingerprint = (t: Tally) =>
   [
     t.d1.statements,
     t.d1.roundTrips,
+    t.d1.rowsWritten,
+    t.d1.rowsRead,
     t.doSql.statements,
     t.doSql.execs,
+    t.doSql.rowsWritten,
+    t.doSql.rowsRead,
     storageCalls(t),
     t.doRequests.total,
     t.actors,
+    t.doWall.open,
+    t.doWall.activeMs,
+    t.workerRequests.fetch + t.workerRequests.scheduled,
   ].join("/");
+
+/** Whether a late delta holds anything billable (writes, statements, requests), not just time. */
+const somethingIn = (l: Load) =>
+  l.d1RoundTrips > 0 ||
+  l.doExecs > 0 ||
+  l.d1RowsWritten > 0 ||
+  l.doRowsWritten > 0 ||
+  l.doRequests > 0 ||
+  Object.keys(l.storageCalls).length > 0;
 
 /** wrangler.toml with `main` pointed at the counting entry, written beside it in `root`. */
 function writeCountingConfig(root: string): string {
@@ -362,14 +509,24 @@ export async function benchDbLoad(opts: {
   spread?: number;
   /** The D1 bindings to spread sessions over (`storage.d1`; default `["DB"]`). */
   d1?: readonly string[];
+  /** Messages of each `-3s` workload (default SLOW_MESSAGES; 0 leaves them out). */
+  slow?: number;
+  /** How long the counts must stay still to end a window (default QUIET_MS). */
+  quietMs?: number;
+  /** The longest a window waits to settle (default SETTLE_CAP_MS). */
+  settleCapMs?: number;
 }): Promise<DbLoadResult> {
   const isolated = Math.max(1, Math.min(MAX_ISOLATED, Math.floor(opts.isolated ?? 10)));
   const burst = Math.max(1, Math.min(MAX_BURST, Math.floor(opts.burst ?? 60)));
   const spread = Math.max(0, Math.min(MAX_SPREAD, Math.floor(opts.spread ?? 100)));
+  const slow = Math.max(0, Math.min(MAX_SLOW, Math.floor(opts.slow ?? SLOW_MESSAGES)));
+  const quietMs = Math.max(200, Math.min(120_000, opts.quietMs ?? QUIET_MS));
+  const settleCapMs = Math.max(quietMs + 1_000, Math.min(600_000, opts.settleCapMs ?? SETTLE_CAP_MS));
   const databases = [...(opts.d1 ?? ["DB"])];
   const problems: string[] = [];
   const bridge = await startBridge();
   const slowModel = await startModel(SLOW_MODEL_MS);
+  const model3s = await startModel(MODEL_3S_MS);
   const wranglerConfig = writeCountingConfig(opts.root);
   let server: LocalServer | undefined;
   try {
@@ -380,8 +537,22 @@ export async function benchDbLoad(opts: {
       vars: { GATEWAY_TOKEN: TOKEN, BRIDGE_SECRET: SECRET },
       config: {
         session: { dmScope: "per-channel-peer", queue: { cap: QUEUE_CAP } },
-        // The echo model answers every workload; (b2)'s session picks this one with `/new`.
-        models: { providers: { slow: { api: "openai-compatible", baseUrl: slowModel.url } } },
+        // The echo model answers every workload but (b2), whose session picks the 250 ms model
+        // with `/new`, and the `-3s` ones, whose messages come from an account bound to an agent
+        // with the 3 s model.
+        models: {
+          providers: {
+            slow: { api: "openai-compatible", baseUrl: slowModel.url },
+            model3s: { api: "openai-compatible", baseUrl: model3s.url },
+          },
+        },
+        agents: {
+          list: [
+            { id: "main", default: true },
+            { id: MODEL_3S_AGENT, model: MODEL_3S_REF },
+          ],
+        },
+        bindings: [{ agentId: MODEL_3S_AGENT, match: { channel: "bridge", accountId: MODEL_3S_ACCOUNT } }],
         connectors: { bridge: { deliverUrl: bridge.url, secretEnv: "BRIDGE_SECRET" } },
         ...(databases.length > 1 || databases[0] !== "DB" ? { storage: { d1: databases } } : {}),
       },
@@ -392,16 +563,29 @@ export async function benchDbLoad(opts: {
       `db load: gateway (counting entry ${ENTRY}, D1 ${databases.join(", ")}) on ${url} (pid ${pid}), bridge ${bridge.url}`,
     );
 
-    const getJson = async <T>(p: string): Promise<T> => {
-      const res = await fetch(`${url}${p}`, { signal: AbortSignal.timeout(10_000) });
+    const getJson = async <T>(p: string, timeoutMs = 10_000): Promise<T> => {
+      const res = await fetch(`${url}${p}`, { signal: AbortSignal.timeout(timeoutMs) });
       if (!res.ok) throw new Error(`${p} answered ${res.status}: ${(await res.text()).slice(0, 300)}`);
       return (await res.json()) as T;
     };
     /** The bench's own requests to workerd, so their CPU can be taken out of a window's. */
-    const polls = { counts: 0, state: 0 };
+    const polls = { counts: 0, brief: 0, state: 0, still: 0 };
     const counts = () => {
       polls.counts++;
       return getJson<Tally>("/__bench/db-counts");
+    };
+    /** The few numbers that say whether anything changed (polled while a window settles). */
+    const brief = () => {
+      polls.brief++;
+      return getJson<BriefTally>("/__bench/db-counts?brief");
+    };
+    /** Waits in the entry until the counts are still for `stillMs` (and the actors idle, with `actors`). */
+    const still = (stillMs: number, capMs: number, actors: boolean) => {
+      polls.still++;
+      return getJson<StillAnswer>(
+        `/__bench/db-still?still=${Math.round(stillMs)}&cap=${Math.round(capMs)}&actors=${actors ? 1 : 0}`,
+        Math.ceil(capMs) + 10_000,
+      );
     };
     const d1State = () => {
       polls.state++;
@@ -415,10 +599,16 @@ export async function benchDbLoad(opts: {
         throw new Error(`db load: over its ${TOTAL_CAP_MS / 60_000}-minute cap`);
     };
     let n = 0;
-    const send = async (from: string, text: string): Promise<string> => {
+    const send = async (from: string, text: string, accountId?: string): Promise<string> => {
       overCap();
       const messageId = `db-load-${++n}`;
-      const body = JSON.stringify({ messageId, chatType: "direct", from, text });
+      const body = JSON.stringify({
+        messageId,
+        chatType: "direct",
+        from,
+        text,
+        ...(accountId ? { accountId } : {}),
+      });
       const res = await fetch(`${url}/hooks/inbound/bridge`, {
         method: "POST",
         headers: { "content-type": "application/json", [SIGNATURE_HEADER]: await signBody(SECRET, body) },
@@ -452,32 +642,99 @@ export async function benchDbLoad(opts: {
       return true;
     };
 
-    /** Waits until nothing changes (see the header); returns the counts and D1's state then. */
+    /**
+     * Whether a window waits for every actor to be idle (no call, alarm, waitUntil promise or
+     * timer of its own open): until a window meets its cap with the counts still and only that
+     * left, after which the gateway is taken to keep something open for good.
+     */
+    let waitForActors = true;
+
+    /**
+     * Waits until nothing changes (see the header): the entry answers once the counts were still
+     * for quietMs with every actor idle, then D1 must show the runs ended and the deliveries
+     * settled, and the counts unchanged since; returns the counts and D1's state then.
+     */
     const settle = async (
       expectRuns: number,
     ): Promise<{ tally: Tally; state: D1State; settled: boolean }> => {
-      const deadline = performance.now() + SETTLE_CAP_MS;
-      let last = await counts();
-      let quietSince = performance.now();
-      while (performance.now() < deadline) {
-        await sleep(POLL_MS);
-        const now = await counts();
-        if (fingerprint(now) !== fingerprint(last)) {
-          last = now;
-          quietSince = performance.now();
-          continue;
+      const deadline = performance.now() + settleCapMs;
+      for (;;) {
+        const left = deadline - performance.now();
+        if (left < 1) break;
+        const s = await still(quietMs, left, waitForActors);
+        if (!s.still) {
+          if (waitForActors && s.quiet && s.open > 0) {
+            waitForActors = false;
+            problems.push(
+              `db load: ${s.open} actor interval(s) (${s.timersPending} timers) still open after ${settleCapMs / 1000} s with the counts still: later windows no longer wait for them`,
+            );
+          }
+          break;
         }
-        if (performance.now() - quietSince < QUIET_MS) continue;
         const state = await d1State();
         if (state.runs >= expectRuns && state.activeRuns === 0 && state.openDeliveries === 0) {
-          const after = await counts();
-          if (fingerprint(after) === fingerprint(last)) return { tally: after, state, settled: true };
-          last = after;
-        }
-        // Not there yet: look again after a shorter quiet spell.
-        quietSince = performance.now() - QUIET_MS + 250;
+          const tally = await counts();
+          const after = await brief();
+          if (after.changes === s.changes && after.isolate === s.isolate)
+            return { tally, state, settled: true };
+        } else await sleep(250);
       }
       return { tally: await counts(), state: await d1State(), settled: false };
+    };
+
+    /**
+     * What each of the bench's own requests costs workerd (ms), timed at rest, spaced as in a
+     * window: a poll of the counts (whole and brief), of D1's state, and a wait for the counts to
+     * stay still for quietMs (once; the others before each workload, as the counts grow).
+     */
+    const pollCost = { counts: Number.NaN, brief: Number.NaN, state: Number.NaN, still: Number.NaN };
+    const time = async (poll: () => Promise<unknown>, times: number) => {
+      const c0 = cpuMs();
+      for (let i = 0; i < times; i++) {
+        await poll();
+        await sleep(POLL_MS);
+      }
+      return (cpuMs() - c0) / times;
+    };
+    const calibrate = async () => {
+      pollCost.counts = await time(counts, POLL_CALIBRATION);
+      pollCost.brief = await time(brief, POLL_CALIBRATION);
+      pollCost.state = await time(d1State, POLL_CALIBRATION);
+      if (Number.isNaN(pollCost.still))
+        pollCost.still = await time(() => still(quietMs, quietMs * 2, true), 3);
+    };
+    /** workerd's CPU so far, less the bench's own polls (ms). */
+    const cpuMark = () => ({ cpu: cpuMs(), polls: { ...polls } });
+    const cpuSince = (m: ReturnType<typeof cpuMark>) =>
+      cpuMs() -
+      m.cpu -
+      (polls.counts - m.polls.counts) * pollCost.counts -
+      (polls.brief - m.polls.brief) * pollCost.brief -
+      (polls.state - m.polls.state) * pollCost.state -
+      (polls.still - m.polls.still) * pollCost.still;
+
+    /**
+     * The window boundaries: a window opens with the counts it starts from; whatever was counted
+     * since the previous window closed (a late write of its message) goes to that window's workload.
+     */
+    let closed: { tally: Tally; owner: string } | undefined;
+    const lateBy = new Map<string, { load: Load[]; windows: number }>();
+    const openWindow = async (): Promise<Tally> => {
+      const t = await counts();
+      if (closed && fingerprint(t) !== fingerprint(closed.tally)) {
+        const late = delta(closed.tally, t);
+        if (somethingIn(late)) {
+          const into = lateBy.get(closed.owner) ?? { load: [], windows: 0 };
+          into.load.push(late);
+          into.windows++;
+          lateBy.set(closed.owner, into);
+        }
+      }
+      closed = undefined;
+      return t;
+    };
+    const closeWindow = (owner: string, t: Tally) => {
+      closed = { tally: t, owner };
     };
 
     const first = await counts();
@@ -485,22 +742,32 @@ export async function benchDbLoad(opts: {
       problems.push("db load: the storage patch did not take (DO SQL counts are not complete)");
     let state = await d1State();
 
-    /** One message and its window: send, reply, settle. */
-    const oneMessage = async (from: string, text: string, expectReply?: (t: string) => boolean) => {
-      const before = await counts();
+    /** One message and its window: send, reply, settle (`owner`: whose late writes follow it). */
+    const oneMessage = async (
+      from: string,
+      text: string,
+      expectReply?: (t: string) => boolean,
+      accountId?: string,
+      owner = "(setup)",
+    ) => {
+      const before = await openWindow();
       const stateBefore = state;
-      const id = await send(from, text);
+      const cpu = cpuMark();
+      const id = await send(from, text, accountId);
       if (!(await replies([id], REPLY_CAP_MS)))
         problems.push(`db load: no reply to ${id} (${from}) within the cap`);
       const reply = bridge.replies.get(id);
       if (reply !== undefined && expectReply && !expectReply(reply))
         problems.push(`db load: reply to ${id} was ${JSON.stringify(reply.slice(0, 120))}`);
       const s = await settle(state.runs + 1);
+      const cpuUsed = cpuSince(cpu);
+      closeWindow(owner, s.tally);
       const runs = s.state.runs - state.runs;
       state = s.state;
-      if (!s.settled) problems.push(`db load: ${id} did not settle within ${SETTLE_CAP_MS / 1000} s`);
+      if (!s.settled) problems.push(`db load: ${id} did not settle within ${settleCapMs / 1000} s`);
       return {
         load: delta(before, s.tally),
+        cpuMs: cpuUsed,
         runs,
         settled: s.settled,
         bytes: s.state.sizeBytes - stateBefore.sizeBytes,
@@ -508,19 +775,32 @@ export async function benchDbLoad(opts: {
       };
     };
     const toolReply = (t: string) => t.startsWith("echo: current_time -> ");
+    const toolReply3s = (t: string) => t.startsWith("tool: current_time -> ");
 
     opts.log("db load: warm-up (two new sessions, one tool call)");
     await oneMessage("warm-0", "warm-up 0");
     await oneMessage("warm-1", "warm-up 1");
     await oneMessage("warm-1", "call:current_time {}", toolReply);
+    if (slow > 0) {
+      opts.log(`db load: warm-up of the model answering in ${MODEL_3S_MS} ms (one tool call)`);
+      await oneMessage("warm-3s", "call:current_time {}", toolReply3s, MODEL_3S_ACCOUNT);
+    }
+    await calibrate();
 
     const workloads: Workload[] = [];
+    /** A workload's record, its late writes (known once the next window opens) filled in at the end. */
+    const workloadOf = (w: Omit<Workload, "late" | "lateWindows">): Workload => ({
+      ...w,
+      late: sum([]),
+      lateWindows: 0,
+    });
     const oneAtATime = async (
       id: Workload["id"],
       name: string,
       count: number,
       message: (i: number) => { from: string; text: string },
       expectReply?: (t: string) => boolean,
+      model?: { ms: number; accountId: string },
     ) => {
       opts.log(`db load: (${id}) ${name}, ${count} messages one at a time`);
       const windows: Load[] = [];
@@ -528,26 +808,32 @@ export async function benchDbLoad(opts: {
       let settled = true;
       let storedBytes = 0;
       let sessionsCreated = 0;
+      let cpu = 0;
       for (let i = 0; i < count; i++) {
         const m = message(i);
-        const r = await oneMessage(m.from, m.text, expectReply);
+        const r = await oneMessage(m.from, m.text, expectReply, model?.accountId, id);
         windows.push(r.load);
         runs += r.runs;
         settled &&= r.settled;
         storedBytes += r.bytes;
         sessionsCreated += r.sessions;
+        cpu += r.cpuMs;
       }
-      workloads.push({
-        id,
-        name,
-        messages: count,
-        runs,
-        load: sum(windows),
-        windows,
-        settled,
-        storedBytes,
-        sessionsCreated,
-      });
+      workloads.push(
+        workloadOf({
+          id,
+          name,
+          messages: count,
+          runs,
+          load: sum(windows),
+          windows,
+          settled,
+          storedBytes,
+          sessionsCreated,
+          modelMs: model?.ms ?? 0,
+          ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / count } : {}),
+        }),
+      );
     };
 
     await oneAtATime("a", "message to a new session", isolated, (i) => ({
@@ -559,54 +845,56 @@ export async function benchDbLoad(opts: {
      * A burst to one existing session (`from`, created by `first`): `burst` messages sent back
      * to back, one ack after another, replies not awaited in between; one window.
      */
-    const burstWorkload = async (id: Workload["id"], name: string, from: string, first: string) => {
-      opts.log(`db load: (${id}) creating the burst session, then ${burst} messages back to back`);
-      await oneMessage(from, first);
-      // What one poll of the counts and of D1's state costs workerd, timed at rest.
-      const calibrate = async (poll: () => Promise<unknown>) => {
-        const c0 = cpuMs();
-        for (let i = 0; i < POLL_CALIBRATION; i++) await poll();
-        return (cpuMs() - c0) / POLL_CALIBRATION;
-      };
-      const perCountsPoll = await calibrate(counts);
-      const perStatePoll = await calibrate(d1State);
-      const before = await counts();
+    const burstWorkload = async (
+      id: Workload["id"],
+      name: string,
+      from: string,
+      first: string,
+      count = burst,
+      model?: { ms: number; accountId?: string },
+    ) => {
+      opts.log(`db load: (${id}) creating the burst session, then ${count} messages back to back`);
+      await oneMessage(from, first, undefined, model?.accountId);
+      // What one poll of the counts and of D1's state costs workerd, timed at rest just before.
+      await calibrate();
+      const before = await openWindow();
       const stateBefore = state;
-      const polls0 = { ...polls };
-      const cpu0 = cpuMs();
+      const cpu0 = cpuMark();
       const runs0 = state.runs;
       const ids: string[] = [];
       let textBytes = 0;
-      for (let i = 0; i < burst; i++) {
+      for (let i = 0; i < count; i++) {
         const text = `burst message ${i}`;
         textBytes += Buffer.byteLength(text);
-        ids.push(await send(from, text));
+        ids.push(await send(from, text, model?.accountId));
       }
       if (!(await replies(ids, BURST_REPLY_CAP_MS)))
-        problems.push(`db load: burst: ${ids.filter((x) => bridge.replies.has(x)).length}/${burst} replies`);
-      const s = await settle(runs0 + burst);
-      const cpu =
-        cpuMs() -
-        cpu0 -
-        (polls.counts - polls0.counts) * perCountsPoll -
-        (polls.state - polls0.state) * perStatePoll;
+        problems.push(
+          `db load (${id}): burst: ${ids.filter((x) => bridge.replies.has(x)).length}/${count} replies`,
+        );
+      const s = await settle(runs0 + count);
+      const cpu = cpuSince(cpu0);
+      closeWindow(id, s.tally);
       state = s.state;
-      if (!s.settled) problems.push(`db load: burst did not settle within ${SETTLE_CAP_MS / 1000} s`);
+      if (!s.settled) problems.push(`db load (${id}): burst did not settle within ${settleCapMs / 1000} s`);
       const load = delta(before, s.tally);
-      workloads.push({
-        id,
-        name,
-        messages: burst,
-        runs: s.state.runs - runs0,
-        load,
-        windows: [load],
-        settled: s.settled,
-        storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
-        sessionsCreated: s.state.sessions - stateBefore.sessions,
-        ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / burst } : {}),
-        textBytesPerMessage:
-          (textBytes + ids.reduce((a, x) => a + Buffer.byteLength(bridge.replies.get(x) ?? ""), 0)) / burst,
-      });
+      workloads.push(
+        workloadOf({
+          id,
+          name,
+          messages: count,
+          runs: s.state.runs - runs0,
+          load,
+          windows: [load],
+          settled: s.settled,
+          storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
+          sessionsCreated: s.state.sessions - stateBefore.sessions,
+          ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / count } : {}),
+          textBytesPerMessage:
+            (textBytes + ids.reduce((a, x) => a + Buffer.byteLength(bridge.replies.get(x) ?? ""), 0)) / count,
+          modelMs: model?.ms ?? 0,
+        }),
+      );
     };
     await burstWorkload("b", `message to an existing session, burst of ${burst}`, "burst", "first message");
     // The same burst in a session whose model answers as real ones do, not at once: `/new <model>`
@@ -616,6 +904,8 @@ export async function benchDbLoad(opts: {
       `message to an existing session, burst of ${burst}, model answering in ${SLOW_MODEL_MS} ms`,
       "burst-slow",
       `/new ${SLOW_MODEL_REF}`,
+      burst,
+      { ms: SLOW_MODEL_MS },
     );
 
     await oneMessage("existing", "first message");
@@ -633,6 +923,46 @@ export async function benchDbLoad(opts: {
       toolReply,
     );
 
+    // The same, with the model answering in MODEL_3S_MS (its own agent, through the account).
+    if (slow > 0) {
+      const m3 = { ms: MODEL_3S_MS, accountId: MODEL_3S_ACCOUNT };
+      const secs = `model answering in ${MODEL_3S_MS / 1000} s`;
+      await oneAtATime(
+        "a-3s",
+        `message to a new session, ${secs}`,
+        slow,
+        (i) => ({ from: `new-3s-${i}`, text: `hello ${i}` }),
+        undefined,
+        m3,
+      );
+      await oneMessage("existing-3s", "first message", undefined, MODEL_3S_ACCOUNT);
+      await oneAtATime(
+        "b1-3s",
+        `message to an existing session, one at a time, ${secs}`,
+        slow,
+        (i) => ({ from: "existing-3s", text: `again ${i}` }),
+        undefined,
+        m3,
+      );
+      await oneMessage("tool-3s", "first message", undefined, MODEL_3S_ACCOUNT);
+      await oneAtATime(
+        "c-3s",
+        `message whose turn makes one tool call (current_time), existing session, ${secs}`,
+        slow,
+        () => ({ from: "tool-3s", text: "call:current_time {}" }),
+        toolReply3s,
+        m3,
+      );
+      await burstWorkload(
+        "b-3s",
+        `message to an existing session, burst of ${slow}, ${secs}`,
+        "burst-3s",
+        "first message",
+        slow,
+        m3,
+      );
+    }
+
     /**
      * Many distinct sessions at once: one message to each of `spread` new sessions, then one more
      * to each, SPREAD_CONCURRENCY acks in flight; one window each (replies, then settle). Many
@@ -640,8 +970,10 @@ export async function benchDbLoad(opts: {
      */
     const spreadWorkload = async (id: Workload["id"], name: string, text: (i: number) => string) => {
       opts.log(`db load: (${id}) ${name}`);
-      const before = await counts();
+      await calibrate();
+      const before = await openWindow();
       const stateBefore = state;
+      const cpu0 = cpuMark();
       const ids: string[] = [];
       let textBytes = 0;
       let next = 0;
@@ -659,22 +991,29 @@ export async function benchDbLoad(opts: {
           `db load (${id}): ${ids.filter((x) => bridge.replies.has(x)).length}/${spread} replies`,
         );
       const s = await settle(stateBefore.runs + spread);
+      const cpu = cpuSince(cpu0);
+      closeWindow(id, s.tally);
       state = s.state;
-      if (!s.settled) problems.push(`db load (${id}) did not settle within ${SETTLE_CAP_MS / 1000} s`);
+      if (!s.settled) problems.push(`db load (${id}) did not settle within ${settleCapMs / 1000} s`);
       const load = delta(before, s.tally);
-      workloads.push({
-        id,
-        name,
-        messages: spread,
-        runs: s.state.runs - stateBefore.runs,
-        load,
-        windows: [load],
-        settled: s.settled,
-        storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
-        sessionsCreated: s.state.sessions - stateBefore.sessions,
-        textBytesPerMessage:
-          (textBytes + ids.reduce((a, x) => a + Buffer.byteLength(bridge.replies.get(x) ?? ""), 0)) / spread,
-      });
+      workloads.push(
+        workloadOf({
+          id,
+          name,
+          messages: spread,
+          runs: s.state.runs - stateBefore.runs,
+          load,
+          windows: [load],
+          settled: s.settled,
+          storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
+          sessionsCreated: s.state.sessions - stateBefore.sessions,
+          ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / spread } : {}),
+          textBytesPerMessage:
+            (textBytes + ids.reduce((a, x) => a + Buffer.byteLength(bridge.replies.get(x) ?? ""), 0)) /
+            spread,
+          modelMs: 0,
+        }),
+      );
     };
     if (spread > 0) {
       await spreadWorkload(
@@ -692,20 +1031,13 @@ export async function benchDbLoad(opts: {
     // Reads: each call's window closes once the counts stayed still for READ_QUIET_MS.
     const reads: ReadLoad[] = [];
     const readQuiet = async (): Promise<Tally> => {
-      const deadline = performance.now() + SETTLE_CAP_MS;
-      let last = await counts();
-      let quietSince = performance.now();
-      while (performance.now() < deadline) {
-        await sleep(POLL_MS);
-        const now = await counts();
-        if (fingerprint(now) !== fingerprint(last)) {
-          last = now;
-          quietSince = performance.now();
-        } else if (performance.now() - quietSince >= READ_QUIET_MS) return now;
-      }
-      problems.push(`db load: a read's counts did not stay still within ${SETTLE_CAP_MS / 1000} s`);
-      return last;
+      const s = await still(READ_QUIET_MS, settleCapMs, false);
+      if (!s.still)
+        problems.push(`db load: a read's counts did not stay still within ${settleCapMs / 1000} s`);
+      return counts();
     };
+    // What came after the last message window closed is its workload's (late writes).
+    await openWindow();
     const someRun = (await rpc<{ runs: Array<{ runId: string }> }>("runs.list", { limit: 1 })).runs[0];
     const readOf = async (id: ReadLoad["id"], name: string, call: () => Promise<unknown>) => {
       opts.log(`db load: read ${name}, ${isolated} calls one at a time`);
@@ -730,6 +1062,19 @@ export async function benchDbLoad(opts: {
         `db load: after the last window settled, ${IDLE_WATCH_MS / 1000} s more brought ${late.d1Statements} D1 statements in ${late.d1RoundTrips} round trips and ${late.doStatements} DO SQL statements`,
       );
     if (!end.patchedOk) problems.push("db load: an actor's storage patch did not take");
+    if (end.d1.unmetered)
+      problems.push(
+        `db load: ${end.d1.unmetered} D1 round trips carried no meta the entry could read: their rows are missing`,
+      );
+    for (const w of workloads) {
+      const late = lateBy.get(w.id);
+      if (!late) continue;
+      w.late = sum(late.load);
+      w.lateWindows = late.windows;
+      problems.push(
+        `db load (${w.id}): after ${late.windows} of its windows closed, more came: ${w.late.d1RowsWritten} D1 rows written (${w.late.d1Statements} statements), ${w.late.doRowsWritten} DO SQL rows written (${w.late.doStatements} statements); a longer --quiet-ms or --settle-cap-ms would keep them in`,
+      );
+    }
     for (const w of workloads)
       if (w.runs !== w.messages)
         problems.push(`db load (${w.id}): ${w.runs} runs for ${w.messages} messages`);
@@ -746,6 +1091,7 @@ export async function benchDbLoad(opts: {
     await server?.stop();
     await bridge.close();
     slowModel.close();
+    model3s.close();
     rmSync(wranglerConfig, { force: true });
   }
 }
@@ -800,11 +1146,82 @@ export function perMessage(w: Workload) {
       })`,
       `stored ${fixed(per(w.storedBytes))} bytes per message${w.sessionsCreated ? ` (${w.sessionsCreated} sessions created)` : ""}${w.textBytesPerMessage !== undefined ? `, of ${fixed(w.textBytesPerMessage)} bytes of text and reply` : ""}`,
       w.cpuMsPerMessage !== undefined ? `workerd CPU ${fixed(w.cpuMsPerMessage)} ms per message` : "",
+      `rows written per message: D1 ${fixed(per(w.load.d1RowsWritten))}, DO ${fixed(per(w.load.doRowsWritten + (w.load.storageCalls.setAlarm ?? 0)))} (alarms included); rows read: D1 ${fixed(per(w.load.d1RowsRead))}, DO ${fixed(per(w.load.doRowsRead))}`,
+      `DO active ${fixed(per(w.load.doActiveMs))} ms per message (in calls ${fixed(per(w.load.doCallsMs))} ms; actor timers ${
+        Object.entries(w.load.doTimers)
+          .map(([k, v]) => `${k} ${fixed(per(v))}`)
+          .join(", ") || "none"
+      }); Worker requests ${fixed(per(w.load.workerRequests))}`,
+      w.lateWindows ? `LATE WRITES after ${w.lateWindows} windows` : "",
       w.settled ? "" : "NOT SETTLED within the cap",
     ]
       .filter(Boolean)
       .join("; "),
   };
+}
+
+/** A workload's billable units per message (what Cloudflare bills for; docs/capacity.md). */
+export interface Billing {
+  d1Statements: number;
+  d1RoundTrips: number;
+  d1RowsWritten: number;
+  d1RowsRead: number;
+  /** D1 round trips whose rows could not be read (0: every row is in the sums). */
+  d1Unmetered: number;
+  doSqlStatements: number;
+  /**
+   * Durable Object rows written: its SQL's, and one per `setAlarm`: "Each `setAlarm()` is billed
+   * as a single row written" (https://developers.cloudflare.com/durable-objects/platform/pricing/,
+   * SQLite storage backend, footnote 3).
+   */
+  doRowsWritten: number;
+  doSqlRowsWritten: number;
+  doAlarmRowsWritten: number;
+  /** `deleteAlarm` calls: the same page says nothing of them, so they add no row (counted apart). */
+  doDeleteAlarms: number;
+  doRowsRead: number;
+  doRequests: number;
+  /** Durable Object wall time: in calls and alarms, and all of it active (what is billed), ms. */
+  doCallsMs: number;
+  doActiveMs: number;
+  /** doActiveMs as Cloudflare bills it: 128 MB × seconds. */
+  doGbSeconds: number;
+  workerRequests: number;
+  /** workerd's CPU (Worker, actors, local D1 and SQLite): an upper bound of the Worker's billed CPU. */
+  cpuMs?: number;
+}
+
+export function billingOf(w: Workload): Billing {
+  const per = (v: number) => v / w.messages;
+  const l = w.load;
+  const alarms = l.storageCalls.setAlarm ?? 0;
+  return {
+    d1Statements: per(l.d1Statements),
+    d1RoundTrips: per(l.d1RoundTrips),
+    d1RowsWritten: per(l.d1RowsWritten),
+    d1RowsRead: per(l.d1RowsRead),
+    d1Unmetered: per(l.d1Unmetered),
+    doSqlStatements: per(l.doStatements),
+    doRowsWritten: per(l.doRowsWritten + alarms),
+    doSqlRowsWritten: per(l.doRowsWritten),
+    doAlarmRowsWritten: per(alarms),
+    doDeleteAlarms: per(l.storageCalls.deleteAlarm ?? 0),
+    doRowsRead: per(l.doRowsRead),
+    doRequests: per(l.doRequests),
+    doCallsMs: per(l.doCallsMs),
+    doActiveMs: per(l.doActiveMs),
+    doGbSeconds: (per(l.doActiveMs) / 1000) * DO_GB,
+    workerRequests: per(l.workerRequests),
+    ...(w.cpuMsPerMessage !== undefined ? { cpuMs: w.cpuMsPerMessage } : {}),
+  };
+}
+
+/** The `n` keys of `m` with the most, per message (`of` messages), most first. */
+export function top(m: Record<string, number>, of: number, n = 10): Array<[string, number]> {
+  return Object.entries(m)
+    .sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]))
+    .slice(0, n)
+    .map(([k, v]) => [k, v / of]);
 }
 
 /** The per-call figures of a read. */
@@ -861,11 +1278,31 @@ export function dbLoadReport(result: DbLoadResult, breakdown: boolean): string[]
   if (breakdown) {
     for (const w of result.workloads) {
       out.push("", `(${w.id}) ${w.name}: statements per message by SQL text`);
-      const top = (m: Record<string, number>) =>
+      const bySql = (m: Record<string, number>) =>
         Object.entries(m)
           .sort((a, b) => b[1] - a[1])
           .map(([sql, v]) => `    ${fixed(v / w.messages).padStart(6)}  ${sql}`);
-      out.push("  D1 (origin, SQL):", ...top(w.load.d1Sql), "  Durable Object SQL:", ...top(w.load.doSql));
+      out.push(
+        "  D1 (origin, SQL):",
+        ...bySql(w.load.d1Sql),
+        "  Durable Object SQL:",
+        ...bySql(w.load.doSql),
+      );
+      const rows = (written: Record<string, number>, read: Record<string, number>) =>
+        [...new Set([...Object.keys(written), ...Object.keys(read)])]
+          .sort((a, b) => (written[b] ?? 0) - (written[a] ?? 0) || (read[b] ?? 0) - (read[a] ?? 0))
+          .map(
+            (sql) =>
+              `    ${fixed((written[sql] ?? 0) / w.messages).padStart(6)} ${fixed((read[sql] ?? 0) / w.messages).padStart(8)}  ${sql}`,
+          );
+      out.push(
+        `(${w.id}) rows per message by SQL text (written, read)`,
+        "  D1 (origin, SQL):",
+        ...rows(w.load.d1SqlRowsWritten, w.load.d1SqlRowsRead),
+        "  Durable Object SQL:",
+        ...rows(w.load.doSqlRowsWritten, w.load.doSqlRowsRead),
+        `    ${fixed((w.load.storageCalls.setAlarm ?? 0) / w.messages).padStart(6)} ${"".padStart(8)}  setAlarm (billed as one row written each)`,
+      );
     }
     for (const r of result.reads) {
       out.push("", `${r.name}: statements per call by SQL text`);
@@ -899,6 +1336,22 @@ export interface MeasuredWorkload {
   textBytesPerMessage?: number;
   cpuMsPerMessage?: number;
   settled: boolean;
+  /** How long the session's model took to answer (0: the echo model). Absent in older files. */
+  modelMs?: number;
+  /** Billable units per message. Absent in older files. */
+  billing?: Billing;
+  /** Timers the actors set per message, by kind and delay: each keeps its actor active (billed) until it fires. */
+  doTimers?: Record<string, number>;
+  /** The 10 SQL texts that wrote the most rows, rows written per message (D1: `<origin> <SQL>`). */
+  rowsWrittenBySql?: { d1: Array<[string, number]>; do: Array<[string, number]> };
+  /** Windows after which more was counted before the next one opened (late writes), and what. */
+  late?: {
+    windows: number;
+    d1RowsWritten: number;
+    doRowsWritten: number;
+    d1Statements: number;
+    doStatements: number;
+  };
 }
 
 /**
@@ -908,8 +1361,16 @@ export interface MeasuredWorkload {
 export interface DbLoadMeasurement {
   version: 1;
   measuredAt: string;
-  /** The commit the gateway was measured at, and whether src/, migrations/ or wrangler.toml differed from it. */
-  source: { commit: string; changed: boolean };
+  /**
+   * The commit the gateway was measured at, and whether src/, migrations/ or wrangler.toml
+   * differed from it; `bench`: the counting entry's checkout (bench/floor), when it was another
+   * one (`--repo`), and whether its bench/floor differed from its commit.
+   */
+  source: { commit: string; changed: boolean; bench?: { commit: string; changed: boolean } };
+  /** The windows' quiet period and cap (ms), and the `-3s` workloads' model latency. Absent in older files. */
+  quietMs?: number;
+  settleCapMs?: number;
+  model3sMs?: number;
   databases: string[];
   workloads: Partial<Record<Workload["id"], MeasuredWorkload>>;
   reads: Partial<
@@ -930,20 +1391,28 @@ export interface DbLoadMeasurement {
   problems: string[];
 }
 
-/** The commit of `repo` and whether the gateway's sources differ from it (unknown outside git). */
-function sourceOf(repo: string): DbLoadMeasurement["source"] {
+/** The commit of `repo` and whether `paths` differ from it there (unknown outside git). */
+function commitOf(repo: string, paths: string[]): { commit: string; changed: boolean } {
   try {
     const git = (...args: string[]) => execFileSync("git", args, { cwd: repo, encoding: "utf8" }).trim();
-    return {
-      commit: git("rev-parse", "HEAD"),
-      changed: git("status", "--porcelain", "--", "src", "migrations", "wrangler.toml", "bench/floor") !== "",
-    };
+    return { commit: git("rev-parse", "HEAD"), changed: git("status", "--porcelain", "--", ...paths) !== "" };
   } catch {
     return { commit: "unknown", changed: true };
   }
 }
 
-export function measurementOf(result: DbLoadResult, repo: string): DbLoadMeasurement {
+/** The gateway's commit (`repo`) and the counting entry's (`bench`, this checkout unless told). */
+function sourceOf(repo: string, bench = repo): DbLoadMeasurement["source"] {
+  const gateway = ["src", "migrations", "wrangler.toml"];
+  if (path.resolve(bench) === path.resolve(repo)) return commitOf(repo, [...gateway, "bench/floor"]);
+  return { ...commitOf(repo, gateway), bench: commitOf(bench, ["bench/floor"]) };
+}
+
+export function measurementOf(
+  result: DbLoadResult,
+  repo: string,
+  settings: { bench?: string; quietMs?: number; settleCapMs?: number } = {},
+): DbLoadMeasurement {
   const workloads: DbLoadMeasurement["workloads"] = {};
   let busyMs = 0;
   let statements = 0;
@@ -968,6 +1437,20 @@ export function measurementOf(result: DbLoadResult, repo: string): DbLoadMeasure
       ...(w.textBytesPerMessage !== undefined ? { textBytesPerMessage: w.textBytesPerMessage } : {}),
       ...(w.cpuMsPerMessage !== undefined ? { cpuMsPerMessage: w.cpuMsPerMessage } : {}),
       settled: w.settled,
+      modelMs: w.modelMs,
+      billing: billingOf(w),
+      doTimers: Object.fromEntries(Object.entries(w.load.doTimers).map(([k, v]) => [k, v / w.messages])),
+      rowsWrittenBySql: {
+        d1: top(w.load.d1SqlRowsWritten, w.messages),
+        do: top(w.load.doSqlRowsWritten, w.messages),
+      },
+      late: {
+        windows: w.lateWindows,
+        d1RowsWritten: w.late.d1RowsWritten,
+        doRowsWritten: w.late.doRowsWritten,
+        d1Statements: w.late.d1Statements,
+        doStatements: w.late.doStatements,
+      },
     };
   }
   const reads: DbLoadMeasurement["reads"] = {};
@@ -984,7 +1467,10 @@ export function measurementOf(result: DbLoadResult, repo: string): DbLoadMeasure
   return {
     version: 1,
     measuredAt: new Date().toISOString(),
-    source: sourceOf(repo),
+    source: sourceOf(repo, settings.bench),
+    quietMs: settings.quietMs ?? QUIET_MS,
+    settleCapMs: settings.settleCapMs ?? SETTLE_CAP_MS,
+    model3sMs: MODEL_3S_MS,
     databases: result.databases,
     workloads,
     reads,
@@ -995,7 +1481,7 @@ export function measurementOf(result: DbLoadResult, repo: string): DbLoadMeasure
 }
 
 export function writeMeasurement(repo: string, m: DbLoadMeasurement, file = RESULT_FILE): string {
-  const target = path.join(repo, file);
+  const target = path.resolve(repo, file);
   mkdirSync(path.dirname(target), { recursive: true });
   writeFileSync(target, `${JSON.stringify(m, null, 2)}\n`);
   // The file is committed: left as the repository's formatter writes it, `npm run lint` stays clean.
@@ -1021,18 +1507,23 @@ const SNAPSHOT_ENTRIES = [
   "tsconfig.json",
 ];
 
-/** Copies the sources a gateway runs from `repo` into `root`, and links its node_modules. */
-export function copySources(repo: string, root: string): void {
-  for (const entry of SNAPSHOT_ENTRIES)
-    if (existsSync(path.join(repo, entry)))
-      cpSync(path.join(repo, entry), path.join(root, entry), { recursive: true });
+/**
+ * Copies the sources a gateway runs from `repo` into `root`, and links its node_modules; the
+ * counting entry (bench/floor) from `bench` when given (another checkout's gateway, measured
+ * with this one's entry, so two revisions are counted alike).
+ */
+export function copySources(repo: string, root: string, bench = repo): void {
+  for (const entry of SNAPSHOT_ENTRIES) {
+    const from = path.join(entry === "bench/floor" ? bench : repo, entry);
+    if (existsSync(from)) cpSync(from, path.join(root, entry), { recursive: true });
+  }
   symlinkSync(path.join(repo, "node_modules"), path.join(root, "node_modules"), "dir");
 }
 
 /** Standalone: a snapshot of the working tree (wrangler dev reloads on any change in it). */
-function snapshot(repo: string): string {
+function snapshot(repo: string, bench = repo): string {
   const root = mkdtempSync(path.join(tmpdir(), "switchboard-bench-db-load-src-"));
-  copySources(repo, root);
+  copySources(repo, root, bench);
   return root;
 }
 
@@ -1052,17 +1543,23 @@ export async function measureDbLoad(
     burst?: number;
     spread?: number;
     d1?: readonly string[];
+    slow?: number;
+    quietMs?: number;
+    settleCapMs?: number;
+    /** The checkout whose counting entry (bench/floor) runs the gateway (default: `repo`). */
+    bench?: string;
     log: (m: string) => void;
   },
 ): Promise<DbLoadResult> {
-  const root = snapshot(repo);
+  const { bench, ...rest } = opts;
+  const root = snapshot(repo, bench);
   try {
     const { scratchDir, startLocalServer } = (await import(
       pathToFileURL(path.join(root, "scripts/lib/local-server.ts")).href
     )) as typeof import("../scripts/lib/local-server.ts");
     const persistTo = scratchDir("switchboard-bench-db-load-");
     try {
-      return await benchDbLoad({ start: startLocalServer, root, persistTo, ...opts });
+      return await benchDbLoad({ start: startLocalServer, root, persistTo, ...rest });
     } finally {
       rmSync(persistTo, { recursive: true, force: true });
     }
@@ -1073,30 +1570,167 @@ export async function measureDbLoad(
   }
 }
 
+/** A number for the billing table: 3 significant digits below 100, whole above. */
+function num(v: number | undefined): string {
+  if (v === undefined || !Number.isFinite(v)) return "—";
+  if (v === 0) return "0";
+  if (Math.abs(v) >= 100) return Math.round(v).toLocaleString("en-US");
+  return String(Number(v.toPrecision(3)));
+}
+
+/** The order of the billing table: each 3 s workload beside its instant twin. */
+const BILLING_ORDER: ReadonlyArray<Workload["id"]> = [
+  "a-3s",
+  "a",
+  "b1-3s",
+  "b1",
+  "c-3s",
+  "c",
+  "b-3s",
+  "b",
+  "b2",
+  "spread-new",
+  "spread-existing",
+];
+
+/** `commit (date)` of a measurement, for a table's labels. */
+export const labelOf = (m: DbLoadMeasurement) =>
+  `${m.source.commit.slice(0, 7)}${m.source.changed ? "+changes" : ""} ${m.measuredAt.slice(0, 10)}`;
+
+/**
+ * The billable units per message of each workload (bench/results/db-load.json's `billing`), and
+ * with `base`, the same workload of that file on the row below, so two revisions read side by side.
+ */
+export function billingReport(m: DbLoadMeasurement, base?: DbLoadMeasurement): string[] {
+  const out = [
+    `Billable units per message (${labelOf(m)}${base ? `; base: ${labelOf(base)}` : ""}): D1 and DO rows as the engine counts them (index rows included), DO rows written with one per setAlarm; DO active: while an actor handles a call or alarm, or has a waitUntil promise or a timer pending (what Cloudflare bills as duration); GB-s = ${DO_GB} GB × active seconds; CPU: workerd's (Worker, actors, local D1 and SQLite), an upper bound.`,
+    "",
+    "| workload | model | D1 statements | D1 round trips | D1 rows written | D1 rows read | DO SQL statements | DO rows written (alarms) | DO rows read | DO requests | DO active ms (in calls) | DO GB-s | Worker requests | CPU ms |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+  ];
+  const rowOf = (name: string, w: MeasuredWorkload | undefined) => {
+    if (!w) return `| ${name} | — | ${Array(12).fill("—").join(" | ")} |`;
+    const b = w.billing;
+    // An older file has the statements and requests, not the billable units (shown as —).
+    if (!b)
+      return `| ${name} | — | ${num(w.d1StatementsPerMessage)} | ${num(w.d1RoundTripsPerMessage)} | — | — | ${num(w.doSqlStatementsPerMessage)} | — | — | ${num(w.doRequestsPerMessage)} | — | — | — | ${num(w.cpuMsPerMessage)} |`;
+    const model = w.modelMs ? `${w.modelMs / 1000} s` : "instant";
+    return `| ${name} | ${model} | ${num(b.d1Statements)} | ${num(b.d1RoundTrips)} | ${num(b.d1RowsWritten)}${b.d1Unmetered ? ` (+${num(b.d1Unmetered)} unmetered)` : ""} | ${num(b.d1RowsRead)} | ${num(b.doSqlStatements)} | ${num(b.doRowsWritten)} (${num(b.doAlarmRowsWritten)}) | ${num(b.doRowsRead)} | ${num(b.doRequests)} | ${num(b.doActiveMs)} (${num(b.doCallsMs)}) | ${num(b.doGbSeconds)} | ${num(b.workerRequests)} | ${num(b.cpuMs ?? w.cpuMsPerMessage)} |`;
+  };
+  const ids = [
+    ...BILLING_ORDER,
+    ...(Object.keys(m.workloads) as Array<Workload["id"]>).filter((id) => !BILLING_ORDER.includes(id)),
+  ];
+  for (const id of ids) {
+    const w = m.workloads[id];
+    if (!w) continue;
+    out.push(rowOf(`(${id}) ${w.name}`, w));
+    if (base) out.push(rowOf(`  base ${labelOf(base)}`, base.workloads[id]));
+  }
+  const late = ids.flatMap((id) => {
+    const l = m.workloads[id]?.late;
+    return l?.windows
+      ? [
+          `(${id}) ${l.windows} windows: ${l.d1RowsWritten} D1 and ${l.doRowsWritten} DO rows written after they closed`,
+        ]
+      : [];
+  });
+  out.push(
+    "",
+    `Late writes (counted after a window closed; quiet ${m.quietMs ?? QUIET_MS} ms, cap ${(m.settleCapMs ?? SETTLE_CAP_MS) / 1000} s): ${late.length ? late.join("; ") : "none"}.`,
+  );
+  return out;
+}
+
+/** The SQL texts that write the most rows, per message, for each workload with the lists. */
+export function topRowsReport(m: DbLoadMeasurement, only?: ReadonlyArray<Workload["id"]>): string[] {
+  const out: string[] = [];
+  for (const id of only ?? BILLING_ORDER) {
+    const w = m.workloads[id];
+    if (!w?.rowsWrittenBySql) continue;
+    out.push("", `(${id}) ${w.name}: the statements that write the most rows, rows written per message`);
+    out.push(
+      "  D1 (origin, SQL):",
+      ...w.rowsWrittenBySql.d1.map(([sql, v]) => `    ${num(v).padStart(6)}  ${sql}`),
+    );
+    out.push(
+      "  Durable Object SQL:",
+      ...w.rowsWrittenBySql.do.map(([sql, v]) => `    ${num(v).padStart(6)}  ${sql}`),
+      ...(w.billing?.doAlarmRowsWritten
+        ? [`    ${num(w.billing.doAlarmRowsWritten).padStart(6)}  setAlarm (billed as a row written)`]
+        : []),
+    );
+  }
+  return out;
+}
+
+/** A result file (bench/results/db-load.json or another), read. */
+export function readMeasurementFile(file: string): DbLoadMeasurement {
+  const m = JSON.parse(readFileSync(file, "utf8")) as DbLoadMeasurement;
+  if (m.version !== 1) throw new Error(`${file} is of version ${m.version}; this bench reads version 1`);
+  return m;
+}
+
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const repo = path.resolve(import.meta.dirname, "..");
-  const args = process.argv.slice(2);
-  const flag = args.indexOf("--databases");
-  const count = flag >= 0 ? Number(args[flag + 1]) : 1;
-  if (!Number.isInteger(count) || count < 1 || count > 8) {
-    process.stderr.write(`--databases takes 1 to 8 (got ${args[flag + 1]})\n`);
+  const here = path.resolve(import.meta.dirname, "..");
+  const usage = `node bench/db-load.ts [isolated=10] [burst=60] [spread=100] [--databases N] [--slow N=${SLOW_MESSAGES}]
+  [--quiet-ms MS=${QUIET_MS}] [--settle-cap-ms MS=${SETTLE_CAP_MS}] [--repo DIR] [--out FILE=${RESULT_FILE}] [--base FILE]
+node bench/db-load.ts --table FILE [--base FILE]     the billing table of a result file, measuring nothing`;
+  let values: ReturnType<typeof parseCli>["values"];
+  let positionals: string[];
+  try {
+    ({ values, positionals } = parseCli());
+  } catch (error) {
+    process.stderr.write(`${error instanceof Error ? error.message : error}\n${usage}\n`);
     process.exit(2);
   }
-  const [isolated, burst, spread] = args
-    .filter((a, i) => !a.startsWith("--") && (flag < 0 || i !== flag + 1))
-    .map(Number);
+  const number = (name: string, v: string | undefined, lo: number, hi: number): number | undefined => {
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (!Number.isFinite(n) || n < lo || n > hi) {
+      process.stderr.write(`${name} takes ${lo} to ${hi} (got ${v})\n${usage}\n`);
+      process.exit(2);
+    }
+    return n;
+  };
+  const count = number("--databases", values.databases, 1, 8) ?? 1;
+  if (!Number.isInteger(count)) {
+    process.stderr.write(`--databases takes 1 to 8 (got ${values.databases})\n`);
+    process.exit(2);
+  }
+  const base = values.base ? readMeasurementFile(path.resolve(values.base)) : undefined;
+  if (values.table) {
+    const m = readMeasurementFile(path.resolve(values.table));
+    console.log([...billingReport(m, base), ...topRowsReport(m)].join("\n"));
+    process.exit(0);
+  }
+  const repo = values.repo ? path.resolve(values.repo) : here;
+  const [isolated, burst, spread] = positionals.map(Number);
+  const quietMs = number("--quiet-ms", values["quiet-ms"], 200, 120_000);
+  const settleCapMs = number("--settle-cap-ms", values["settle-cap-ms"], 1_000, 600_000);
+  const slow = number("--slow", values.slow, 0, MAX_SLOW);
   let failed = false;
   try {
     const result = await measureDbLoad(repo, {
       log: (m) => process.stderr.write(`[bench] ${m}\n`),
       d1: databaseNames(count),
+      bench: here,
       ...(isolated ? { isolated } : {}),
       ...(burst ? { burst } : {}),
       ...(spread !== undefined && Number.isFinite(spread) ? { spread } : {}),
+      ...(slow !== undefined ? { slow } : {}),
+      ...(quietMs !== undefined ? { quietMs } : {}),
+      ...(settleCapMs !== undefined ? { settleCapMs } : {}),
     });
     console.log(dbLoadReport(result, true).join("\n"));
-    const file = writeMeasurement(repo, measurementOf(result, repo));
-    process.stderr.write(`[bench] wrote ${path.relative(repo, file)}\n`);
+    const measurement = measurementOf(result, repo, {
+      bench: here,
+      ...(quietMs !== undefined ? { quietMs } : {}),
+      ...(settleCapMs !== undefined ? { settleCapMs } : {}),
+    });
+    console.log(["", ...billingReport(measurement, base)].join("\n"));
+    const file = writeMeasurement(here, measurement, values.out ?? RESULT_FILE);
+    process.stderr.write(`[bench] wrote ${path.relative(here, file)}\n`);
   } catch (error) {
     failed = true;
     process.stderr.write(
@@ -1104,4 +1738,20 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
     );
   }
   process.exit(failed ? 1 : 0);
+}
+
+function parseCli() {
+  return parseArgs({
+    allowPositionals: true,
+    options: {
+      databases: { type: "string" },
+      slow: { type: "string" },
+      "quiet-ms": { type: "string" },
+      "settle-cap-ms": { type: "string" },
+      repo: { type: "string" },
+      out: { type: "string" },
+      base: { type: "string" },
+      table: { type: "string" },
+    },
+  });
 }

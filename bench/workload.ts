@@ -51,17 +51,86 @@ export async function startConnector() {
   };
 }
 
+/** A chat-completions request, as far as `startModel` reads it. */
+interface ChatRequest {
+  messages?: Array<{ role?: string; content?: unknown; name?: string }>;
+  tools?: Array<{ function?: { name?: string } }>;
+}
+
+/** `call:<tool> {json args}`: the text that asks `startModel` for a tool call (as the echo model reads it). */
+const CALL_PATTERN = /^call:([a-zA-Z0-9_-]+)\s*(\{[\s\S]*\})?\s*$/;
+
+/** A message's text: its string content, or its text parts joined. */
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (!Array.isArray(content)) return "";
+  return content
+    .map((p: { type?: string; text?: unknown }) =>
+      p?.type === "text" && typeof p.text === "string" ? p.text : "",
+    )
+    .join("");
+}
+
+/**
+ * What `startModel` answers a request with: a tool call when the last user message says
+ * `call:<tool> {args}` (the tool offered) and no tool result has come since; after a tool result,
+ * `tool: <name> -> <result>`; else "ok".
+ */
+function answerOf(body: string, calls: number) {
+  let request: ChatRequest = {};
+  try {
+    request = JSON.parse(body) as ChatRequest;
+  } catch {
+    // not JSON: answered "ok"
+  }
+  const messages = request.messages ?? [];
+  const last = messages[messages.length - 1];
+  if (last?.role === "tool") {
+    const called = [...messages]
+      .reverse()
+      .find((m) => m.role === "assistant" && Array.isArray((m as { tool_calls?: unknown[] }).tool_calls)) as
+      | { tool_calls: Array<{ function?: { name?: string } }> }
+      | undefined;
+    const name = called?.tool_calls[0]?.function?.name ?? "tool";
+    return {
+      message: { role: "assistant", content: `tool: ${name} -> ${textOf(last.content)}` },
+      finish: "stop",
+    };
+  }
+  const lastUser = [...messages].reverse().find((m) => m.role === "user");
+  const call = CALL_PATTERN.exec(textOf(lastUser?.content).trim());
+  const offered = new Set((request.tools ?? []).map((t) => t.function?.name));
+  if (call?.[1] && offered.has(call[1])) {
+    return {
+      message: {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: `call-${calls}`, type: "function", function: { name: call[1], arguments: call[2] ?? "{}" } },
+        ],
+      },
+      finish: "tool_calls",
+    };
+  }
+  return { message: { role: "assistant", content: "ok" }, finish: "stop" };
+}
+
 /**
  * An OpenAI-compatible chat-completions endpoint that answers every request with a short reply
  * and its usage: a real model call over HTTP in the loop (the gateway's provider client,
- * request and response handling), at once, or after `delayMs` as a real model would.
+ * request and response handling), at once, or after `delayMs` as a real model would. A last
+ * user message `call:<tool> {args}` gets a tool call of that tool (when the request offers it),
+ * and the request that carries its result the answer `tool: <tool> -> <result>` (each after
+ * `delayMs`); every other request "ok".
  */
 export async function startModel(delayMs = 0) {
   let calls = 0;
   const server = createServer((req, res) => {
-    req.resume();
+    const chunks: Buffer[] = [];
+    req.on("data", (d: Buffer) => chunks.push(d));
     req.on("end", async () => {
       calls++;
+      const { message, finish } = answerOf(Buffer.concat(chunks).toString("utf8"), calls);
       if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
       res.writeHead(200, { "content-type": "application/json" }).end(
         JSON.stringify({
@@ -69,7 +138,7 @@ export async function startModel(delayMs = 0) {
           object: "chat.completion",
           created: 1,
           model: "m",
-          choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }],
+          choices: [{ index: 0, message, finish_reason: finish }],
           usage: { prompt_tokens: 12, completion_tokens: 1, total_tokens: 13 },
         }),
       );

@@ -1,7 +1,9 @@
 /**
  * `npm run capacity`: the deployment's projected ceilings for 1, 4, 16 and 64 D1 databases, from
- * the measured storage load of a message and of a read and Cloudflare's published limits
- * (bench/capacity-model.ts; docs/capacity.md explains the model and its limits).
+ * the measured storage load of a message and of a read and Cloudflare's published limits, and
+ * what a message costs at Cloudflare's published prices, by billed unit, for a new session, an
+ * existing one and a tool call with a model answering in 3 s (bench/capacity-model.ts;
+ * docs/capacity.md explains the model and its limits).
  *
  *   npm run capacity                       the model, from bench/results/db-load.json
  *   npm run capacity -- --measure          measure first (bench/db-load.ts, 1 database), write the file, then the model
@@ -17,6 +19,8 @@ import path from "node:path";
 import { parseArgs } from "node:util";
 import {
   type Assumed,
+  type CostedWorkload,
+  costReport,
   type Input,
   type Measured,
   type ModelInputs,
@@ -225,6 +229,58 @@ const inputs: ModelInputs = {
         : pub.d1StatementMs,
 };
 console.log(report(inputs).join("\n"));
+
+/** The workloads the cost table prices: the 3 s model's three, and the instant existing-session one. */
+const COSTED: Array<{ id: keyof DbLoadMeasurement["workloads"]; label: string; modelCalls: number }> = [
+  { id: "a-3s", label: "new session (a-3s)", modelCalls: 1 },
+  { id: "b1-3s", label: "existing session (b1-3s)", modelCalls: 1 },
+  { id: "c-3s", label: "one tool call (c-3s)", modelCalls: 2 },
+  { id: "b1", label: "existing session, instant model (b1)", modelCalls: 1 },
+];
+
+function costedOf(m: DbLoadMeasurement): CostedWorkload[] {
+  return COSTED.flatMap(({ id, label, modelCalls }) => {
+    const w = m.workloads[id];
+    const b = w?.billing;
+    if (!w || !b) return [];
+    return [
+      {
+        label,
+        modelMs: w.modelMs ?? 0,
+        modelCalls,
+        units: {
+          workerRequests: b.workerRequests,
+          workerCpuMs: b.cpuMs ?? w.cpuMsPerMessage ?? 0,
+          doRequests: b.doRequests,
+          doGbSeconds: b.doGbSeconds,
+          doRowsWritten: b.doRowsWritten,
+          doRowsRead: b.doRowsRead,
+          d1RowsWritten: b.d1RowsWritten,
+          d1RowsRead: b.d1RowsRead,
+        },
+      },
+    ];
+  });
+}
+
+const costed = costedOf(measurement);
+if (costed.length) {
+  const run = `${file} (${measurement.measuredAt.slice(0, 10)}, commit ${measurement.source.commit.slice(0, 7)}${
+    measurement.source.changed ? " with uncommitted changes" : ""
+  }); Workers CPU is workerd's over the message (Worker, actors, local D1 and SQLite, the local request path): an upper bound`;
+  console.log(
+    [
+      "",
+      ...costReport(costed, run, {
+        d1BytesPerMessage: measured.bytesPerTurn.value,
+        from: measured.bytesPerTurn.from,
+      }),
+    ].join("\n"),
+  );
+} else
+  log(
+    `${file} has no billable units per message (measured before they were counted): measure again for the cost table`,
+  );
 
 if (values.simulate) {
   console.log("");

@@ -170,6 +170,11 @@ async function main() {
         );
       }
     }
+    if (MODE === "existing") {
+      // Both sides' session actors equally recent: the side started first would otherwise meet
+      // its sessions' actors closed (idle all through the other side's start and warm-up).
+      for (const side of [a, b]) await workload.touchSessions(side.server.url);
+    }
     console.log(
       `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${FLOOR ? "the message floor, bench/floor/message-worker.ts" : base}, head = working tree; ${HTTP_MODEL ? "model over HTTP" : "echo model"})`,
     );

@@ -285,6 +285,15 @@ export async function warmUp(url: string, connector: Awaited<ReturnType<typeof s
 }
 
 /**
+ * Each warm-up session's actor brought into memory again (workerd evicts a Durable Object after
+ * 10 s without a request and closes it 70 s on): the first warm-up message of each of the 200
+ * sessions posted again, a duplicate, so no turn runs and no history grows.
+ */
+export async function touchSessions(url: string): Promise<void> {
+  await pool(200, 8, (i) => postInbound(url, `warm-${i}`, `peer-${i % 200}`));
+}
+
+/**
  * A model request as a gateway sent it (a chat-completions body, its system message first),
  * made a template for any session: the system prompt with `sessionKey` written `{sessionKey}`,
  * the tool schemas, and the other fields (model, tool_choice…); with the request's size and

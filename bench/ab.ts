@@ -15,7 +15,11 @@
  *                                   (bench/floor/message-worker.ts: a bare Worker doing once,
  *                                   at its cheapest, what a durable gateway must per message),
  *                                   both sides with a model over HTTP: how far above the
- *                                   platform the gateway runs
+ *                                   platform the gateway runs. The gateway starts first; the
+ *                                   last model request of its warm-up (the history session's
+ *                                   31st turn) gives the floor the same system prompt, tool
+ *                                   schemas and parameters to send, and the floor's D1 gets
+ *                                   the gateway's migrations
  *
  * The base revision is checked out into a temporary git worktree (sharing this checkout's
  * node_modules) and removed afterwards; the other side is this working tree, uncommitted
@@ -64,32 +68,35 @@ async function startSide(
   start: Starter,
   scratch: (prefix: string) => string,
   databases: number,
-  floor = false,
+  /** The floor's FLOOR_REQUEST (workload.floorRequestVar): this side is the message floor. */
+  floorRequest?: string,
 ): Promise<Side> {
   const connector = await workload.startConnector();
   const model = HTTP_MODEL ? await workload.startModel() : undefined;
   const d1 = bindings(databases);
   const persistTo = scratch(`switchboard-ab-${name}-`);
-  const server = floor
-    ? await start({
-        persistTo,
-        migrate: false,
-        wranglerConfig: path.join(root, "bench/floor/message.wrangler.toml"),
-        vars: {
-          ...workload.workloadVars,
-          FLOOR_MODEL_URL: model?.url ?? "",
-          FLOOR_DELIVER_URL: `http://127.0.0.1:${connector.port}/deliver`,
-        },
-      })
-    : await start({
-        persistTo,
-        vars: workload.workloadVars,
-        config: {
-          ...workload.workloadConfig(connector.port, MODE, model?.url),
-          ...(databases > 1 ? { storage: { d1 } } : {}),
-        },
-        ...(databases > 1 ? { d1 } : {}),
-      });
+  const server =
+    floorRequest !== undefined
+      ? await start({
+          persistTo,
+          // The gateway's own migrations (message.wrangler.toml's migrations_dir): its tables and indexes.
+          wranglerConfig: path.join(root, "bench/floor/message.wrangler.toml"),
+          vars: {
+            ...workload.workloadVars,
+            FLOOR_MODEL_URL: model?.url ?? "",
+            FLOOR_DELIVER_URL: `http://127.0.0.1:${connector.port}/deliver`,
+            FLOOR_REQUEST: floorRequest,
+          },
+        })
+      : await start({
+          persistTo,
+          vars: workload.workloadVars,
+          config: {
+            ...workload.workloadConfig(connector.port, MODE, model?.url),
+            ...(databases > 1 ? { storage: { d1 } } : {}),
+          },
+          ...(databases > 1 ? { d1 } : {}),
+        });
   log(
     `${name}: ${server.url} (pid ${server.pid})${model ? `, model ${model.url}` : ""}${databases > 1 ? `, ${databases} D1 databases` : ""}`,
   );
@@ -121,18 +128,53 @@ async function main() {
       cwd: root,
       stdio: "ignore",
     });
+  /** Every side started, stopped at the end. */
   const sides: Side[] = [];
   try {
     const headLib = await import("../scripts/lib/local-server.ts");
+    let a: Side;
+    let b: Side;
     if (worktree) {
       symlinkSync(path.join(root, "node_modules"), path.join(worktree, "node_modules"));
       const baseLib = await import(path.join(worktree, "scripts/lib/local-server.ts"));
-      sides.push(await startSide("base", baseLib.startLocalServer, headLib.scratchDir, D1_COUNTS[0] ?? 1));
+      a = await startSide("base", baseLib.startLocalServer, headLib.scratchDir, D1_COUNTS[0] ?? 1);
+      sides.push(a);
+      b = await startSide("head", headLib.startLocalServer, headLib.scratchDir, D1_COUNTS[1] ?? 1);
+      sides.push(b);
     } else {
-      sides.push(await startSide("floor", headLib.startLocalServer, headLib.scratchDir, 1, true));
+      // The gateway first: what it sent its model in the warm-up is what the floor sends.
+      b = await startSide("head", headLib.startLocalServer, headLib.scratchDir, D1_COUNTS[1] ?? 1);
+      sides.push(b);
+      const sent = b.model?.lastRequest();
+      if (!sent) throw new Error("the gateway sent its model no request in the warm-up");
+      const template = workload.requestTemplate(sent, workload.HISTORY_KEY);
+      log(
+        `the gateway's model request (${workload.HISTORY_KEY}, turn 31): ${template.bytes} bytes, ` +
+          `${template.messages} messages, system prompt ${template.system.length} chars, ` +
+          `${template.tools.length} tools (${JSON.stringify(template.tools).length} bytes), ` +
+          `params ${JSON.stringify(template.params)}`,
+      );
+      a = await startSide(
+        "floor",
+        headLib.startLocalServer,
+        headLib.scratchDir,
+        1,
+        workload.floorRequestVar(template),
+      );
+      sides.push(a);
+      const floorSent = a.model?.lastRequest();
+      if (floorSent) {
+        const floorTemplate = workload.requestTemplate(floorSent, workload.HISTORY_KEY);
+        log(
+          `the floor's model request (the same turn): ${floorTemplate.bytes} bytes, ${floorTemplate.messages} messages`,
+        );
+      }
     }
-    sides.push(await startSide("head", headLib.startLocalServer, headLib.scratchDir, D1_COUNTS[1] ?? 1));
-    const [a, b] = sides as [Side, Side];
+    if (MODE === "existing") {
+      // Both sides' session actors equally recent: the side started first would otherwise meet
+      // its sessions' actors closed (idle all through the other side's start and warm-up).
+      for (const side of [a, b]) await workload.touchSessions(side.server.url);
+    }
     console.log(
       `${MODE}: ${BLOCKS} blocks of ${BLOCK} per side, alternating (base ${FLOOR ? "the message floor, bench/floor/message-worker.ts" : base}, head = working tree; ${HTTP_MODEL ? "model over HTTP" : "echo model"})`,
     );

@@ -125,12 +125,17 @@ function answerOf(body: string, calls: number) {
  */
 export async function startModel(delayMs = 0) {
   let calls = 0;
+  let first: string | undefined;
+  let last: string | undefined;
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on("data", (d: Buffer) => chunks.push(d));
     req.on("end", async () => {
       calls++;
-      const { message, finish } = answerOf(Buffer.concat(chunks).toString("utf8"), calls);
+      const body = Buffer.concat(chunks).toString("utf8");
+      first ??= body;
+      last = body;
+      const { message, finish } = answerOf(body, calls);
       if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
       res.writeHead(200, { "content-type": "application/json" }).end(
         JSON.stringify({
@@ -147,7 +152,15 @@ export async function startModel(delayMs = 0) {
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const address = server.address();
   const port = typeof address === "object" && address ? address.port : 0;
-  return { url: `http://127.0.0.1:${port}/v1`, calls: () => calls, close: () => server.close() };
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    calls: () => calls,
+    /** The body of the first request received (what the caller sends a model), if any. */
+    firstRequest: () => first,
+    /** The body of the latest request received, if any. */
+    lastRequest: () => last,
+    close: () => server.close(),
+  };
 }
 
 /**
@@ -253,7 +266,8 @@ export async function pool(
 
 /** The session the `history` workload reads: the warm-up gives it 31 turns (62 messages). */
 const HISTORY_PEER = "peer-0";
-const HISTORY_KEY = `agent:main:telegram:dm:${HISTORY_PEER}`;
+/** The session key of the `history` workload's session, whose turns end the warm-up. */
+export const HISTORY_KEY = `agent:main:telegram:dm:${HISTORY_PEER}`;
 
 /**
  * The warm-up: 200 sessions (peer-0 … peer-199) with one delivered reply each, then 30 more
@@ -268,4 +282,52 @@ export async function warmUp(url: string, connector: Awaited<ReturnType<typeof s
     await postInbound(url, `turn-${i}`, HISTORY_PEER);
     await connector.until(before + warm + i + 1, 10_000);
   }
+}
+
+/**
+ * Each warm-up session's actor brought into memory again (workerd evicts a Durable Object after
+ * 10 s without a request and closes it 70 s on): the first warm-up message of each of the 200
+ * sessions posted again, a duplicate, so no turn runs and no history grows.
+ */
+export async function touchSessions(url: string): Promise<void> {
+  await pool(200, 8, (i) => postInbound(url, `warm-${i}`, `peer-${i % 200}`));
+}
+
+/**
+ * A model request as a gateway sent it (a chat-completions body, its system message first),
+ * made a template for any session: the system prompt with `sessionKey` written `{sessionKey}`,
+ * the tool schemas, and the other fields (model, tool_choice…); with the request's size and
+ * message count. Throws unless the system prompt names `sessionKey`.
+ */
+export function requestTemplate(body: string, sessionKey: string) {
+  const {
+    messages = [],
+    tools = [],
+    ...params
+  } = JSON.parse(body) as {
+    messages?: Array<{ role?: string; content?: unknown }>;
+    tools?: unknown[];
+  } & Record<string, unknown>;
+  const first = messages[0];
+  if (first?.role !== "system" || typeof first.content !== "string")
+    throw new Error("the model request has no system message first");
+  if (!first.content.includes(sessionKey)) throw new Error(`the system prompt does not name ${sessionKey}`);
+  return {
+    system: first.content.split(sessionKey).join("{sessionKey}"),
+    tools,
+    params,
+    messages: messages.length,
+    bytes: Buffer.byteLength(body),
+  };
+}
+
+/**
+ * The message floor's FLOOR_REQUEST (bench/floor/message-worker.ts) of a template: base64 of
+ * `{ system, tools, params }` (the env file wrangler reads keeps `\"` as it is, so JSON text
+ * would not survive it).
+ */
+export function floorRequestVar(t: Pick<ReturnType<typeof requestTemplate>, "system" | "tools" | "params">) {
+  return Buffer.from(JSON.stringify({ system: t.system, tools: t.tools, params: t.params })).toString(
+    "base64",
+  );
 }

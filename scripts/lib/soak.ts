@@ -587,6 +587,15 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       await refreshRuns();
     }
 
+    // A delivered reply's outcome reaches D1 with its session's next write, or a minute later
+    // (session/records.ts); a read of one session's deliveries has its actor write them first.
+    const sessionKeys = new Set([...runs.values()].map((r) => r.sessionKey));
+    for (const s of spawns) sessionKeys.add(s.childSessionKey);
+    for (const sessionKey of sessionKeys) {
+      if (Date.now() >= deadline) break;
+      await rpc("deliveries.list", { sessionKey, limit: 1 }).catch(() => undefined);
+    }
+
     // All deliveries, paged.
     const deliveries = new Map<string, DeliveryRow>();
     let cursor: string | undefined;

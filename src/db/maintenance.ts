@@ -125,9 +125,13 @@ export async function applyExpiryChanges(env: Env, changes: ExpiryChange[]): Pro
 // Retention
 
 /**
- * Deletes up to `limit` transcript messages older than `before` in each database, oldest first
- * (index `messages_timestamp`): how many, the transcripts they belonged to, and whether some
- * database deleted its whole limit (so more may be left).
+ * Deletes up to `limit` transcript messages older than `before` in each database: how many, the
+ * transcripts they belonged to, and whether some database deleted its whole limit (so more may
+ * be left). A transcript's messages are appended in time order, so those older than `before`
+ * are a prefix of its seq order: each transcript begun before `before` (index
+ * `transcripts_created`) loses the messages before its first one at or after `before` (the
+ * primary key, read from the start; a prefix deleted already is not read again). No index on
+ * the messages' time is kept for this: every message would write a row to it.
  */
 export async function deleteOldMessages(
   env: Env,
@@ -138,7 +142,11 @@ export async function deleteOldMessages(
     db
       .prepare(
         `DELETE FROM messages WHERE rowid IN (
-           SELECT rowid FROM messages WHERE timestamp < ?1 ORDER BY timestamp LIMIT ?2)
+           SELECT m.rowid FROM transcripts t JOIN messages m ON m.session_id = t.session_id
+           WHERE t.created_at < ?1 AND m.seq < COALESCE((
+             SELECT k.seq FROM messages k WHERE k.session_id = t.session_id AND k.timestamp >= ?1
+             ORDER BY k.seq LIMIT 1), 9007199254740991)
+           LIMIT ?2)
          RETURNING session_id`,
       )
       .bind(before, limit)
@@ -180,10 +188,10 @@ export async function deleteEmptyTranscripts(env: Env, sessionIds: string[]): Pr
 
 /** Per table: the rows retention may delete once older than the cutoff, and the index that finds them. */
 const RETAINED = {
-  // Finished runs only (index runs_active: status, created_at).
+  // Finished runs only (index runs_recent: created_at, run_id).
   runs: `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs
            WHERE status IN ('ok', 'error', 'aborted', 'timeout') AND created_at < ?1 LIMIT ?2)`,
-  // Settled deliveries only (index deliveries_status_recent: status, created_at, …).
+  // Settled deliveries only (index deliveries_recent: created_at, delivery_id).
   deliveries: `DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries
            WHERE status IN ('delivered', 'dead') AND created_at < ?1 LIMIT ?2)`,
   // Inbound dedupe records (index inbound_created).

@@ -70,6 +70,18 @@ export function upsertSessionStatement(db: D1Database, row: SessionRow): D1Prepa
   return statement(db, insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest }));
 }
 
+/**
+ * The columns an upsert of a run's entry leaves alone (session/record-statements.ts
+ * `runEntryStatement`): set when the entry or its transcript began, or by a patch written whole.
+ */
+const RUN_KEEPS = new Set(["key", "agentId", "kind", "createdAt", "spawnedBy", "sessionId", "label"]);
+
+/** The entry's upsert with only the columns a run, an admission or the sweep change. */
+export function upsertSessionRunStatement(db: D1Database, row: SessionRow): D1PreparedStatement {
+  const set = Object.fromEntries(Object.entries(row).filter(([k]) => !RUN_KEEPS.has(k)));
+  return statement(db, insertQuery(schema.sessions, row, { target: schema.sessions.key, set }));
+}
+
 /** The upsert of an entry updates only a stored row not updated later than the entry. */
 /** Strictly older: a deferred entry as new as the stored one (the same admission) leaves it alone. */
 const NOT_NEWER = `${col(schema.sessions, "updatedAt")} < excluded.${col(schema.sessions, "updatedAt")}`;

@@ -4,7 +4,7 @@
  * listings read every database and merge on the same keyset cursor; writes are idempotent
  * (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */
-import { and, desc, eq, inArray, lt, or, type SQL } from "drizzle-orm";
+import { and, desc, eq, inArray, lt, or, type SQL, sql } from "drizzle-orm";
 import { allDatabases, databaseOfKey, databaseOfRun, readEach } from "./placement";
 import { type DeliveryRow, database, firstOf, type RunRow, statement } from "./queries";
 import { col, selectRows } from "./reads";
@@ -50,9 +50,18 @@ export async function getRun(env: Env, runId: string): Promise<RunRow | undefine
   return firstOf(env, (db) => (db === named ? Promise.resolve(undefined) : read(db)));
 }
 
+const ACTIVE_STATUSES = ["queued", "running"];
+/** The condition runs_active is partial on, as SQLite must find it in a query to use the index. */
+const ACTIVE_RUNS = `"runs"."status" IN ('queued', 'running')`;
+/** The condition deliveries_status_recent is partial on. */
+const NOT_DELIVERED = `"deliveries"."status" != 'delivered'`;
+/** The condition deliveries_due is partial on. */
+const OWED_DELIVERIES = `"deliveries"."status" IN ('pending', 'retrying')`;
+
 /**
  * Runs newest first (ties: runId descending), keyset-paged on (createdAt, runId), optionally of
- * one status and/or one session (indexes runs_recent, runs_active, runs_session).
+ * one status and/or one session (indexes runs_recent, runs_active for runs not ended yet,
+ * runs_session).
  */
 export async function listRuns(
   env: Env,
@@ -64,6 +73,8 @@ export async function listRuns(
   if (f.status) {
     where.push(`${col(r, "status")} = ?`);
     params.push(f.status);
+    // The term runs_active is partial on, so a query for runs not ended yet can use it.
+    if (ACTIVE_STATUSES.includes(f.status)) where.push(ACTIVE_RUNS);
   }
   if (f.sessionKey) {
     where.push(`${col(r, "sessionKey")} = ?`);
@@ -83,6 +94,49 @@ export async function listRuns(
     );
   if (f.sessionKey) return read(databaseOfKey(env, f.sessionKey));
   return mergeNewest(await readEach(env, read), (x) => x.runId, f.limit);
+}
+
+/** The delivery kinds a run's own delivery can have (its id is `<runId>:<kind>`). */
+const RUN_DELIVERY_KINDS = ["reply", "notice", "announce"] as const;
+
+/**
+ * `delivered` of ended runs as their deliveries' rows say it (a run's row keeps only `false`
+ * for a reply send policy blocked; the outcome of its attempts is its delivery's): true once
+ * delivered, false once dead, null while owed or not recorded yet. One read per database.
+ */
+export async function withDeliveryOutcomes<R extends RunRow>(env: Env, rows: R[]): Promise<R[]> {
+  const open = rows.filter((r) => r.delivered === null && r.deliver);
+  if (open.length === 0) return rows;
+  const byDatabase = new Map<D1Database, string[]>();
+  for (const r of open) {
+    const db = databaseOfKey(env, r.sessionKey);
+    const ids = byDatabase.get(db) ?? [];
+    for (const kind of RUN_DELIVERY_KINDS) ids.push(`${r.runId}:${kind}`);
+    byDatabase.set(db, ids);
+  }
+  const statuses = new Map<string, string>();
+  await Promise.all(
+    [...byDatabase].map(async ([db, ids]) => {
+      for (let i = 0; i < ids.length; i += 90) {
+        const d = schema.deliveries;
+        const found = await database(db)
+          .select({ deliveryId: d.deliveryId, status: d.status })
+          .from(d)
+          .where(inArray(d.deliveryId, ids.slice(i, i + 90)))
+          .all();
+        for (const f of found) statuses.set(f.deliveryId.slice(0, f.deliveryId.lastIndexOf(":")), f.status);
+      }
+    }),
+  );
+  return rows.map((r) => {
+    if (r.delivered !== null || !r.deliver) return r;
+    const status = statuses.get(r.runId);
+    return status === "delivered"
+      ? { ...r, delivered: true }
+      : status === "dead"
+        ? { ...r, delivered: false }
+        : r;
+  });
 }
 
 export async function getRunByIdempotencyKey(env: Env, key: string): Promise<RunRow | undefined> {
@@ -137,6 +191,32 @@ export function recordDeliveryStatement(
   );
 }
 
+/** The state columns a recorded delivery outcome sets. */
+const OUTCOME_COLUMNS = [
+  "status",
+  "attempts",
+  "updated_at",
+  "next_attempt_at",
+  "last_error",
+  "delivered_at",
+  "parts_sent",
+];
+
+/** Several deliveries with the outcome of their latest attempt (as `recordDeliveryStatement`), in one statement. */
+export function recordDeliveriesStatement(
+  db: D1Database,
+  rows: ReadonlyArray<typeof schema.deliveries.$inferInsert>,
+): D1PreparedStatement {
+  return statement(
+    db,
+    insertManyQuery(
+      schema.deliveries,
+      rows,
+      `on conflict ("delivery_id") do update set ${OUTCOME_COLUMNS.map((c) => `"${c}" = excluded."${c}"`).join(", ")}`,
+    ),
+  );
+}
+
 export async function listDeliveries(
   env: Env,
   f: {
@@ -149,6 +229,8 @@ export async function listDeliveries(
   const d = schema.deliveries;
   const where: (SQL | undefined)[] = [];
   if (f.status) where.push(eq(d.status, f.status));
+  // Any status but delivered: the term deliveries_status_recent is partial on.
+  if (f.status && f.status !== "delivered") where.push(sql.raw(NOT_DELIVERED));
   if (f.sessionKey) where.push(eq(d.sessionKey, f.sessionKey));
   if (f.cursor) {
     where.push(
@@ -177,7 +259,7 @@ export async function overdueDeliveries(env: Env, before: number, limit: number)
     database(db)
       .select()
       .from(d)
-      .where(and(inArray(d.status, ["pending", "retrying"]), lt(d.nextAttemptAt, before)))
+      .where(and(sql.raw(OWED_DELIVERIES), lt(d.nextAttemptAt, before)))
       .limit(limit)
       .all(),
   );
@@ -207,7 +289,7 @@ export async function staleActiveRuns(env: Env, before: number, limit: number) {
     database(db)
       .select({ runId: r.runId, sessionKey: r.sessionKey })
       .from(r)
-      .where(and(inArray(r.status, ["queued", "running"]), lt(r.createdAt, before)))
+      .where(and(sql.raw(ACTIVE_RUNS), lt(r.createdAt, before)))
       .limit(limit)
       .all(),
   );

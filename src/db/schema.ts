@@ -55,10 +55,11 @@ export const sessions = sqliteTable(
     index("sessions_recent").on(t.updatedAt, t.key),
     index("sessions_agent_recent").on(t.agentId, t.updatedAt, t.key),
     index("sessions_kind_recent").on(t.kind, t.updatedAt, t.key),
-    index("sessions_spawned_by").on(t.spawnedBy, t.updatedAt),
+    // Sub-agent sessions only: a session nobody spawned writes no row here.
+    index("sessions_spawned_by").on(t.spawnedBy, t.updatedAt).where(sql`${t.spawnedBy} IS NOT NULL`),
     // The listing's `channel` filter: the chat channel a session was last reached on, else its own.
     index("sessions_channel_recent").on(sql`coalesce(${t.lastChannel}, ${t.channel})`, t.updatedAt, t.key),
-    uniqueIndex("sessions_agent_label").on(t.agentId, t.label),
+    uniqueIndex("sessions_agent_label").on(t.agentId, t.label).where(sql`${t.label} IS NOT NULL`),
     // Live sessions that will go stale, by expiry: the reset sweep's index (SPEC §10, §11).
     index("sessions_due").on(t.expiresAt).where(sql`${t.expiredAt} IS NULL AND ${t.expiresAt} IS NOT NULL`),
     // Sub-agent sessions that may be due for archival (SPEC §6): only live children are indexed.
@@ -106,8 +107,6 @@ export const messages = sqliteTable(
   (t) => [
     primaryKey({ columns: [t.sessionId, t.seq] }),
     uniqueIndex("messages_id").on(t.id),
-    // Transcript retention deletes the oldest messages first (session.retention.days).
-    index("messages_timestamp").on(t.timestamp),
     // Compaction entries only: the latest one of a transcript is found without scanning it.
     index("messages_compactions").on(t.sessionId, t.seq).where(sql`${t.firstKeptSeq} IS NOT NULL`),
   ],
@@ -133,9 +132,11 @@ export const runs = sqliteTable(
     idempotencyKey: text("idempotency_key"),
   },
   (t) => [
-    uniqueIndex("runs_idempotency").on(t.idempotencyKey),
+    uniqueIndex("runs_idempotency").on(t.idempotencyKey).where(sql`${t.idempotencyKey} IS NOT NULL`),
     index("runs_session").on(t.sessionKey, t.createdAt),
-    index("runs_active").on(t.status, t.createdAt),
+    // Runs not ended yet (the cron's nudge of a lost alarm): an ended run writes no row here; a
+    // query by a terminal status reads runs_recent.
+    index("runs_active").on(t.status, t.createdAt).where(sql`${t.status} IN ('queued', 'running')`),
     // `runs.list` without filters: newest first, keyset-paged on (createdAt, runId).
     index("runs_recent").on(t.createdAt, t.runId),
   ],
@@ -166,9 +167,14 @@ export const deliveries = sqliteTable(
   },
   (t) => [
     index("deliveries_recent").on(t.createdAt, t.deliveryId),
-    index("deliveries_status_recent").on(t.status, t.createdAt, t.deliveryId),
+    // Deliveries in any state but delivered (most are): a query by such a status repeats the
+    // condition (db/runs.ts); delivered ones are listed from deliveries_recent.
+    index("deliveries_status_recent")
+      .on(t.status, t.createdAt, t.deliveryId)
+      .where(sql`${t.status} != 'delivered'`),
     index("deliveries_session_recent").on(t.sessionKey, t.createdAt, t.deliveryId),
-    index("deliveries_due").on(t.status, t.nextAttemptAt),
+    // Deliveries still owed (the cron's backstop for lost alarms).
+    index("deliveries_due").on(t.status, t.nextAttemptAt).where(sql`${t.status} IN ('pending', 'retrying')`),
   ],
 );
 

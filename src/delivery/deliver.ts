@@ -40,6 +40,19 @@ export type DeliveryAttempt =
   | { ok: false; error: string; retryAfterMs?: number; permanent?: boolean; partsSent?: number };
 
 /** One POST to a connector gives up after this long (it runs in the background of the actor). */
+/** A delivery's state after an attempt, as the `deliveries` row records it. */
+export interface AttemptState {
+  /** `pending`: an attempt is under way, slower than its caller waited for. */
+  status: "pending" | "delivered" | "retrying" | "dead";
+  attempts: number;
+  updatedAt: number;
+  nextAttemptAt: number | null;
+  lastError: string | null;
+  deliveredAt?: number;
+  /** Parts of a split reply the platform accepted so far. */
+  partsSent?: number;
+}
+
 export const ATTEMPT_TIMEOUT_MS = 15_000;
 
 /**

@@ -1,13 +1,20 @@
 /**
- * A SessionActor's delivery outbox (SPEC §14). This local table drives the attempts: due rows
- * are POSTed in the background (started by the actor's steps, at most MAX_IN_FLIGHT at once,
- * never awaited by it, so a connector that is down or slow never delays a run), failures are
- * rescheduled with capped exponential backoff and end `dead` after `delivery.maxAttempts`, and
- * each attempt's outcome is written to the D1 `deliveries` row that `deliveries.list` shows
- * (through `recordAttempt`, an upsert, so the owner decides how that row is written and the
- * order of the writes does not matter). A run's reply is attempted as soon as it is added and
- * waited for briefly: settled in time, its outcome goes into the run's finalize batch; late, it
- * records itself. Send policy (SPEC §9) is decided here, when a delivery is made.
+ * A SessionActor's delivery outbox (SPEC §14), one row per delivery from the moment it is owed
+ * until D1 shows how it ended. The row drives the attempts: due rows are POSTed in the
+ * background (started by the actor's steps, at most MAX_IN_FLIGHT at once, never awaited by
+ * it, so a connector that is down or slow never delays a run), failures are rescheduled with
+ * capped exponential backoff and end `dead` after `delivery.maxAttempts`. Each attempt's
+ * outcome is kept on the row (`state`, not recorded yet) until a D1 write of the actor carries
+ * it to the `deliveries` row that `deliveries.list` shows: the session's next write, or one of
+ * its own once OUTCOME_RECORD_DELAY_MS has passed (the owner's `OutcomeLedger`, whose due time
+ * `nextDue` gives the actor's alarm). A settled delivery's row leaves once its outcome is
+ * recorded. A run's reply is attempted as soon as it is added and waited for briefly, so its
+ * run can answer its waiters with that attempt's outcome. Send policy (SPEC §9) is decided here,
+ * when a delivery is made.
+ *
+ *   row       next_at               done  state
+ *   owed      when to attempt next  0     null, or the last outcome (retrying) not recorded yet
+ *   settled   -                     1     delivered or dead, not recorded yet (leaves when it is)
  */
 import type { Config } from "../config/schema";
 import type { DeliveryContext, SessionRow } from "../db/queries";
@@ -16,21 +23,51 @@ import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import { DurableDocumentError } from "../runs/durable";
 import {
   ATTEMPT_TIMEOUT_MS,
+  type AttemptState,
   type DeliveryAttempt,
   type DeliveryKind,
   type DeliveryPayload,
   postDelivery,
   retryDelayMs,
 } from "./deliver";
-import { deliveryPayloadCodec } from "./schemas";
+import { attemptStateCodec, deliveryPayloadCodec } from "./schemas";
+
+export type { AttemptState };
 
 interface OutboxRow {
   delivery_id: string;
   payload: string;
   attempts: number;
   next_at: number;
+  /** 1 once the delivery is settled (delivered or dead): no attempt is made any more. */
+  done: number;
+  /** The latest attempt's outcome (an AttemptState) D1 does not show yet. */
+  state: string | null;
+  /** Counts changes of `state`, so a record of an older one never clears a newer one. */
+  state_v: number;
+  /** When `state` is to be written alone, if no other write carries it first. */
+  record_at: number | null;
+  /** When the delivery was made (null in rows of earlier versions). */
+  created_at: number | null;
   [key: string]: SqlStorageValue;
 }
+
+/** An attempt's outcome D1 does not show yet, as the owner writes it (`deliveries` row and state). */
+export interface UnrecordedOutcome {
+  deliveryId: string;
+  payload: DeliveryPayload;
+  state: AttemptState;
+  createdAt: number;
+  /** The row's `state_v` when read. */
+  version: number;
+}
+
+/**
+ * The longest a delivered outcome waits for another write of the session to carry it to D1
+ * before it is due to be written alone: a conversation's next run usually carries it. A failed
+ * attempt (retrying, dead) is due at once, so an operator sees a delivery in trouble.
+ */
+export const OUTCOME_RECORD_DELAY_MS = 60_000;
 
 /** Attempts one actor keeps in flight at once. */
 const MAX_IN_FLIGHT = 4;
@@ -46,15 +83,32 @@ export class DeliveryOutbox {
   private healthy = true;
   /** Rows in the table, once counted: an empty outbox costs its alarm no query. */
   private rows: number | undefined;
+  /**
+   * The next attempt due and the next outcome due to be recorded, once read; forgotten at every
+   * write of the table (this instance is its only writer), so a step reads them once.
+   */
+  private due: { attempt: number | null; record: number | null } | undefined;
 
   static readonly DDL = `CREATE TABLE IF NOT EXISTS outbox (
     delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL)`;
+  /** Schema version 6: outcomes kept until D1 shows them. */
+  static readonly DDL_V6 = [
+    `ALTER TABLE outbox ADD COLUMN done INTEGER NOT NULL DEFAULT 0`,
+    `ALTER TABLE outbox ADD COLUMN state TEXT`,
+    `ALTER TABLE outbox ADD COLUMN state_v INTEGER NOT NULL DEFAULT 0`,
+    `ALTER TABLE outbox ADD COLUMN record_at INTEGER`,
+    `ALTER TABLE outbox ADD COLUMN created_at INTEGER`,
+  ];
+  /** The outbox as a new actor creates it (the current shape). */
+  static readonly DDL_CURRENT = `CREATE TABLE IF NOT EXISTS outbox (
+    delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL,
+    done INTEGER NOT NULL DEFAULT 0, state TEXT, state_v INTEGER NOT NULL DEFAULT 0, record_at INTEGER,
+    created_at INTEGER) WITHOUT ROWID`;
 
   constructor(
     private readonly sql: SqlStorage,
     private readonly env: () => Env,
     private readonly config: () => Config,
-    private readonly recordAttempt: (payload: DeliveryPayload, state: AttemptState) => Promise<void>,
     /** Called when an attempt has settled (the owner sets its alarm for what is left). */
     private readonly onSettled: () => void,
   ) {}
@@ -87,7 +141,8 @@ export class DeliveryOutbox {
 
   /** Adds the local retry row; adding the same delivery twice is a no-op. */
   add(payload: DeliveryPayload): void {
-    this.insert(payload, Date.now());
+    const now = Date.now();
+    this.insert(payload, now, now);
   }
 
   /**
@@ -97,48 +152,133 @@ export class DeliveryOutbox {
    */
   async addAndAttempt(payload: DeliveryPayload, waitMs: number): Promise<AttemptState | undefined> {
     const json = deliveryPayloadCodec.encode(payload);
-    const leased = Date.now() + LEASE_MS;
-    if (!this.insert(payload, leased, json)) return this.attemptWithin(payload.deliveryId, waitMs);
-    const row: OutboxRow = { delivery_id: payload.deliveryId, payload: json, attempts: 0, next_at: leased };
-    return this.wait(this.start(row, true, true), waitMs);
+    const now = Date.now();
+    const leased = now + LEASE_MS;
+    if (!this.insert(payload, leased, now, json)) return this.attemptWithin(payload.deliveryId, waitMs);
+    const row: OutboxRow = {
+      delivery_id: payload.deliveryId,
+      payload: json,
+      attempts: 0,
+      next_at: leased,
+      done: 0,
+      state: null,
+      state_v: 0,
+      record_at: null,
+      created_at: now,
+    };
+    return this.wait(this.start(row, true, true), waitMs, payload.deliveryId);
   }
 
   private insert(
     payload: DeliveryPayload,
     nextAt: number,
+    createdAt: number,
     json = deliveryPayloadCodec.encode(payload),
   ): boolean {
-    // RETURNING says whether the row was added (`rowsWritten` counts the key's index entry too).
+    // RETURNING says whether the row was added.
     const added = this.sql
       .exec(
-        `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at) VALUES (?, ?, 0, ?)
+        `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at, created_at) VALUES (?, ?, 0, ?, ?)
          RETURNING delivery_id`,
         payload.deliveryId,
         json,
         nextAt,
+        createdAt,
       )
       .toArray().length;
     if (this.rows !== undefined) this.rows += added;
+    this.due = undefined;
     return added > 0;
   }
 
-  /** How many deliveries are owed here (counted once, then kept as rows are added and removed). */
+  /** Rows in the table, owed or settled (counted once, then kept as rows are added and removed). */
   private owed(): number {
     this.rows ??= this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM outbox`).one().n;
     return this.rows;
   }
 
-  /** Whether a delivery is owed here: its row is in the table, or an attempt is in flight. */
+  /** Whether a delivery is owed here: its row waits for an attempt, or an attempt is in flight. */
   owes(deliveryId: string): boolean {
     if (this.inFlight.has(deliveryId)) return true;
-    return this.sql.exec(`SELECT 1 FROM outbox WHERE delivery_id = ?`, deliveryId).toArray().length > 0;
+    return (
+      this.sql.exec(`SELECT 1 FROM outbox WHERE delivery_id = ? AND done = 0`, deliveryId).toArray().length >
+      0
+    );
   }
 
-  /** When the next attempt is due, if any delivery is owed (an attempt in flight holds a lease). */
+  /**
+   * When the outbox next needs the actor: the next attempt due (an attempt in flight holds a
+   * lease), or an outcome due to be recorded.
+   */
   nextDue(): number | undefined {
-    if (this.owed() === 0) return undefined;
-    const next = this.sql.exec<{ n: number | null }>(`SELECT MIN(next_at) AS n FROM outbox`).toArray()[0]?.n;
-    return next ?? undefined;
+    const { attempt, record } = this.dueTimes();
+    if (attempt === null) return record ?? undefined;
+    return record === null ? attempt : Math.min(attempt, record);
+  }
+
+  private dueTimes(): { attempt: number | null; record: number | null } {
+    if (this.owed() === 0) return { attempt: null, record: null };
+    this.due ??= this.sql
+      .exec<{ attempt: number | null; record: number | null }>(
+        `SELECT MIN(CASE WHEN done = 0 THEN next_at END) AS attempt, MIN(record_at) AS record FROM outbox`,
+      )
+      .one();
+    return this.due;
+  }
+
+  // --- the outcomes D1 does not show yet (the owner's OutcomeLedger) ---------------------------
+
+  unrecorded(): UnrecordedOutcome[] {
+    if (this.dueTimes().record === null) return [];
+    return this.sql
+      .exec<OutboxRow>(`SELECT * FROM outbox WHERE state IS NOT NULL ORDER BY record_at`)
+      .toArray()
+      .map((row) => ({
+        deliveryId: row.delivery_id,
+        payload: deliveryPayloadCodec.decode(row.payload),
+        state: attemptStateCodec.decode(row.state as string),
+        createdAt: row.created_at ?? Date.now(),
+        version: row.state_v,
+      }));
+  }
+
+  /** D1 shows these outcomes: a settled delivery's row leaves, an owed one keeps attempting. */
+  recorded(outcomes: readonly UnrecordedOutcome[]): void {
+    this.due = undefined;
+    for (const o of outcomes) {
+      const removed = this.sql
+        .exec(
+          `DELETE FROM outbox WHERE delivery_id = ? AND state_v = ? AND done = 1 RETURNING delivery_id`,
+          o.deliveryId,
+          o.version,
+        )
+        .toArray().length;
+      if (removed) {
+        if (this.rows !== undefined) this.rows -= removed;
+        continue;
+      }
+      this.sql.exec(
+        `UPDATE outbox SET state = NULL, record_at = NULL WHERE delivery_id = ? AND state_v = ?`,
+        o.deliveryId,
+        o.version,
+      );
+    }
+  }
+
+  /** D1 refused these outcomes: written again no sooner than `at`. */
+  postpone(outcomes: readonly UnrecordedOutcome[], at: number): void {
+    this.due = undefined;
+    for (const o of outcomes)
+      this.sql.exec(
+        `UPDATE outbox SET record_at = MAX(COALESCE(record_at, 0), ?) WHERE delivery_id = ? AND state IS NOT NULL`,
+        at,
+        o.deliveryId,
+      );
+  }
+
+  /** When the oldest outcome D1 does not show yet is due to be written alone. */
+  recordDue(): number | undefined {
+    return this.dueTimes().record ?? undefined;
   }
 
   /**
@@ -148,11 +288,13 @@ export class DeliveryOutbox {
    */
   dispatch(): void {
     const room = MAX_IN_FLIGHT - this.inFlight.size;
-    // Every row here is in flight already (a run's reply just attempted): nothing to start.
-    if (room <= 0 || this.owed() <= this.inFlight.size) return;
+    // Every row here is in flight already (a run's reply just attempted), or none is due yet:
+    // nothing to start.
+    const next = this.dueTimes().attempt;
+    if (room <= 0 || next === null || next > Date.now()) return;
     const due = this.sql
       .exec<OutboxRow>(
-        `SELECT * FROM outbox WHERE next_at <= ? ORDER BY next_at LIMIT ?`,
+        `SELECT * FROM outbox WHERE done = 0 AND next_at <= ? ORDER BY next_at LIMIT ?`,
         Date.now(),
         MAX_IN_FLIGHT,
       )
@@ -164,9 +306,9 @@ export class DeliveryOutbox {
 
   /**
    * Attempts a delivery just added and waits at most `waitMs` for it (not at all when the
-   * connector failed its last attempt). Settled in time, its state is returned and the caller
-   * records it (a run's finalize batch writes the `deliveries` row once, with that outcome);
-   * otherwise undefined, and the attempt goes on and records its own outcome.
+   * connector failed its last attempt): its state once settled in time, otherwise undefined
+   * (the attempt goes on). A delivery settled before answers its outcome (a run's finalize
+   * re-entered after a restart).
    */
   async attemptWithin(deliveryId: string, waitMs: number): Promise<AttemptState | undefined> {
     if (this.inFlight.has(deliveryId)) return undefined;
@@ -174,11 +316,16 @@ export class DeliveryOutbox {
       .exec<OutboxRow>(`SELECT * FROM outbox WHERE delivery_id = ?`, deliveryId)
       .toArray()[0];
     if (!row) return undefined;
-    return this.wait(this.start(row, true), waitMs);
+    if (row.done) return row.state ? attemptStateCodec.decode(row.state) : undefined;
+    return this.wait(this.start(row, true), waitMs, deliveryId);
   }
 
-  /** Waits for an attempt at most `waitMs` (not at all while the connector is unhealthy). */
-  private async wait(attempt: InFlight, waitMs: number): Promise<AttemptState | undefined> {
+  /**
+   * Waits for an attempt at most `waitMs` (not at all while the connector is unhealthy). An
+   * attempt too slow to wait for is a delivery in trouble: recorded as `pending` at once (its
+   * outcome replaces that when it settles).
+   */
+  private async wait(attempt: InFlight, waitMs: number, id: string): Promise<AttemptState | undefined> {
     const wait = this.healthy ? waitMs : 0;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<undefined>((resolve) => {
@@ -190,23 +337,44 @@ export class DeliveryOutbox {
       }, wait);
     });
     try {
-      return await Promise.race([attempt.settled, late]);
+      const settled = await Promise.race([attempt.settled, late]);
+      if (!settled && this.inFlight.has(id)) this.markPending(id);
+      return settled;
     } finally {
       if (timer !== undefined) clearTimeout(timer);
     }
   }
 
+  /** A delivery whose attempt is under way and has no outcome yet is recorded as pending, now. */
+  private markPending(id: string): void {
+    const now = Date.now();
+    const state: AttemptState = {
+      status: "pending",
+      attempts: 0,
+      updatedAt: now,
+      nextAttemptAt: now,
+      lastError: null,
+    };
+    this.sql.exec(
+      `UPDATE outbox SET state = ?, state_v = state_v + 1, record_at = ? WHERE delivery_id = ? AND state IS NULL`,
+      attemptStateCodec.encode(state),
+      now,
+      id,
+    );
+    this.due = undefined;
+  }
+
   /**
    * One attempt in flight. Its row takes a lease first (`next_at` past the attempt's timeout),
-   * so that an attempt lost with the process is made again after it. A waiter that stops
-   * waiting marks it abandoned; it then records its outcome itself, before its row is updated,
-   * so a failed record leaves the row to be attempted again (at least once; connectors drop
-   * repeats by deliveryId).
+   * so that an attempt lost with the process is made again after it (at least once; connectors
+   * drop repeats by deliveryId). Its outcome is kept on the row for the owner to record.
    */
   private start(row: OutboxRow, waited: boolean, leased = false): InFlight {
     const id = row.delivery_id;
-    if (!leased)
+    if (!leased) {
       this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
+      this.due = undefined;
+    }
     const attempt: InFlight = { abandoned: !waited, settled: Promise.resolve(undefined) };
     this.inFlight.set(id, attempt);
     attempt.settled = (async () => {
@@ -223,7 +391,6 @@ export class DeliveryOutbox {
         );
         this.healthy = result.ok;
         const state = this.stateAfter(row.attempts + 1, result);
-        if (attempt.abandoned) await this.recordAttempt(payload, state);
         this.settleRow(id, state);
         return state;
       } catch (error) {
@@ -239,11 +406,10 @@ export class DeliveryOutbox {
           });
           return undefined;
         }
-        // The outcome could not be recorded (or a newer deploy wrote the payload): the row is
-        // attempted again after the usual backoff (at least once; connectors drop repeats by
-        // deliveryId).
+        // A newer deploy wrote the payload: the row is attempted again after the usual backoff.
         const retryAt = Date.now() + retryDelayMs(row.attempts + 1, this.config().delivery);
         this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, retryAt, id);
+        this.due = undefined;
         return undefined;
       } finally {
         this.inFlight.delete(id);
@@ -290,21 +456,25 @@ export class DeliveryOutbox {
     };
   }
 
-  /** The local row after an attempt: gone when settled, else rescheduled with capped backoff. */
+  /**
+   * The row after an attempt, its outcome kept to be recorded (see OUTCOME_RECORD_DELAY_MS; an
+   * outcome not recorded yet keeps its due time): settled, or rescheduled with capped backoff.
+   */
   private settleRow(id: string, state: AttemptState): void {
-    if (state.status === "retrying" && state.nextAttemptAt !== null) {
-      this.sql.exec(
-        `UPDATE outbox SET attempts = ?, next_at = ? WHERE delivery_id = ?`,
-        state.attempts,
-        state.nextAttemptAt,
-        id,
-      );
-    } else {
-      const removed = this.sql
-        .exec(`DELETE FROM outbox WHERE delivery_id = ? RETURNING delivery_id`, id)
-        .toArray().length;
-      if (this.rows !== undefined) this.rows -= removed;
-    }
+    this.due = undefined;
+    const json = attemptStateCodec.encode(state);
+    const recordAt = Date.now() + (state.status === "delivered" ? OUTCOME_RECORD_DELAY_MS : 0);
+    const owed = state.status === "retrying" && state.nextAttemptAt !== null;
+    this.sql.exec(
+      `UPDATE outbox SET done = ?1, attempts = ?2, next_at = COALESCE(?3, next_at), state = ?4,
+         state_v = state_v + 1, record_at = MIN(COALESCE(record_at, ?5), ?5) WHERE delivery_id = ?6`,
+      owed ? 0 : 1,
+      state.attempts,
+      owed ? state.nextAttemptAt : null,
+      json,
+      recordAt,
+      id,
+    );
   }
 }
 
@@ -313,18 +483,6 @@ interface InFlight {
   abandoned: boolean;
   /** The attempt's state once its row is updated; undefined when recording it failed. */
   settled: Promise<AttemptState | undefined>;
-}
-
-/** A delivery's state after an attempt, as the `deliveries` row records it. */
-export interface AttemptState {
-  status: "delivered" | "retrying" | "dead";
-  attempts: number;
-  updatedAt: number;
-  nextAttemptAt: number | null;
-  lastError: string | null;
-  deliveredAt?: number;
-  /** Parts of a split reply the platform accepted so far. */
-  partsSent?: number;
 }
 
 /**
@@ -360,9 +518,8 @@ export function payloadOf(f: {
   return payload;
 }
 
-/** The D1 `deliveries` row of a new delivery. */
-export function deliveryRow(p: DeliveryPayload) {
-  const now = Date.now();
+/** The D1 `deliveries` row of a delivery made at `now`. */
+export function deliveryRow(p: DeliveryPayload, now = Date.now()) {
   return {
     deliveryId: p.deliveryId,
     kind: p.kind,

@@ -1,10 +1,10 @@
 /**
- * zod schemas of a delivery's payload as the outbox keeps it in Durable Object
- * storage and a run's checkpoint keeps it (see runs/durable.ts). Pure.
+ * zod schemas of a delivery's payload and its latest attempt's outcome as the outbox keeps them
+ * in Durable Object storage and a run's checkpoint keeps them (see runs/durable.ts). Pure.
  */
 import { z } from "zod";
 import { durableCodec } from "../runs/durable";
-import type { DeliveryPayload } from "./deliver";
+import type { AttemptState, DeliveryPayload } from "./deliver";
 
 const str = z.string();
 
@@ -24,3 +24,16 @@ export const DeliveryPayloadSchema: z.ZodType<DeliveryPayload> = z.looseObject({
 
 /** An outbox row's payload. */
 export const deliveryPayloadCodec = durableCodec("delivery payload", 1, DeliveryPayloadSchema);
+
+export const AttemptStateSchema: z.ZodType<AttemptState> = z.looseObject({
+  status: z.enum(["pending", "delivered", "retrying", "dead"]),
+  attempts: z.number(),
+  updatedAt: z.number(),
+  nextAttemptAt: z.number().nullable(),
+  lastError: str.nullable(),
+  deliveredAt: z.number().optional(),
+  partsSent: z.number().optional(),
+});
+
+/** An outbox row's outcome of its latest attempt, not recorded in D1 yet. */
+export const attemptStateCodec = durableCodec("delivery outcome", 1, AttemptStateSchema);

@@ -7,7 +7,14 @@ import { z } from "zod";
 import { stableUuid } from "../auth/signature";
 import { findSession, getSession, type RunRow, type SessionRow } from "../db/queries";
 import { keysOfRunPrefix, listDeadRecords } from "../db/run-records";
-import { getDelivery, getRun, getRunByIdempotencyKey, listDeliveries, listRuns } from "../db/runs";
+import {
+  getDelivery,
+  getRun,
+  getRunByIdempotencyKey,
+  listDeliveries,
+  listRuns,
+  withDeliveryOutcomes,
+} from "../db/runs";
 import { payloadOf } from "../delivery/outbox";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
@@ -146,22 +153,38 @@ function sessionsOfRunId(env: Env, runId: string): Promise<string[]> {
  */
 export async function readRun(env: Env, runId: string): Promise<RunRow | undefined> {
   const run = await getRun(env, runId);
-  if (run && TERMINAL.has(run.status)) return run;
-  // Not ended in D1: its session's actor may hold a newer record (a busy session's finalize
-  // waits in its journal), written first.
+  if (run && TERMINAL.has(run.status)) {
+    // Its delivery's outcome may still wait in its actor for the session's next write.
+    if (run.deliver && run.delivered === null)
+      await actorFor(env, run.sessionKey).recordOutcomes(run.sessionKey);
+    return (await withDeliveryOutcomes(env, [run]))[0];
+  }
+  // Not ended in D1: its session's actor holds it (a run reaches D1 with its finalize).
   for (const key of run ? [run.sessionKey] : await sessionsOfRunId(env, runId)) {
-    const held = await actorFor(env, key).recordRun(key, runId);
+    const held = await actorFor(env, key).runView(key, runId);
     if (held === "unknown") continue;
-    if (held === "unwritten") {
-      throw new ApiError(
-        "UNAVAILABLE",
-        `run ${runId} is not recorded yet (D1 refused its record); try again`,
-      );
+    if (held === "ended") {
+      await actorFor(env, key).recordOutcomes(key);
+      const ended = await getRun(env, runId);
+      return ended && (await withDeliveryOutcomes(env, [ended]))[0];
     }
-    return getRun(env, runId);
+    return { ...EMPTY_RUN, ...run, ...(held as object) } as RunRow;
   }
   return run;
 }
+
+/** A run row's optional columns, as a run the actor holds lacks them. */
+const EMPTY_RUN = {
+  startedAt: null,
+  endedAt: null,
+  error: null,
+  reply: null,
+  usage: null,
+  model: null,
+  deliver: false,
+  delivered: null,
+  idempotencyKey: null,
+} satisfies Partial<RunRow>;
 
 /**
  * Waits server-side for a run to end (at most `timeoutMs`): an ended run answers from its D1
@@ -306,13 +329,16 @@ export const RUN_METHODS: Record<string, Method> = {
       const page = await newestFirst(
         "runs.list",
         p,
-        (limit, after) =>
-          listRuns(env, {
-            status: p.status,
-            sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
-            limit,
-            cursor: after && { createdAt: after.createdAt, runId: after.id },
-          }),
+        async (limit, after) =>
+          withDeliveryOutcomes(
+            env,
+            await listRuns(env, {
+              status: p.status,
+              sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
+              limit,
+              cursor: after && { createdAt: after.createdAt, runId: after.id },
+            }),
+          ),
         (r) => r.runId,
       );
       return { runs: page.rows, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
@@ -327,13 +353,17 @@ export const RUN_METHODS: Record<string, Method> = {
       cursor: z.string().min(1).optional(),
     }),
     async (p, { env, config }) => {
+      const sessionKey = p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined;
+      // One session's deliveries: the outcomes its actor holds for its next write are written first.
+      if (sessionKey && (await getSession(env, sessionKey)))
+        await actorFor(env, sessionKey).recordOutcomes(sessionKey);
       const page = await newestFirst(
         "deliveries.list",
         p,
         (limit, after) =>
           listDeliveries(env, {
             status: p.status,
-            sessionKey: p.sessionKey ? canonicalKey(p.sessionKey, config) : undefined,
+            sessionKey,
             limit,
             cursor: after && { createdAt: after.createdAt, deliveryId: after.id },
           }),
@@ -359,8 +389,13 @@ export const RUN_METHODS: Record<string, Method> = {
   ),
 
   "deliveries.retry": method(z.strictObject({ deliveryId: Key }), async (p, { env }) => {
-    const row = await getDelivery(env, p.deliveryId);
+    let row = await getDelivery(env, p.deliveryId);
     if (!row) throw new ApiError("NOT_FOUND", `delivery not found: ${p.deliveryId}`);
+    if (row.status !== "delivered") {
+      // An outcome its actor holds for the session's next write decides what a retry may do.
+      await actorFor(env, row.sessionKey).recordOutcomes(row.sessionKey);
+      row = (await getDelivery(env, p.deliveryId)) ?? row;
+    }
     if (row.status === "delivered") {
       throw new ApiError(
         "CONFLICT",

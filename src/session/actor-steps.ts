@@ -4,8 +4,8 @@
  * delivery/outbox.ts) and attempts at most one run, the queue head (lifecycle.ts). A step
  * starts at once when a run is admitted to an idle actor or the run before it is done; the
  * alarm is the backstop of a step the process did not finish, and the timer of what is due
- * later (a run's retry after its backoff, a delivery's next attempt). This is the only way a
- * run starts.
+ * later (a run's retry after its backoff, a delivery's next attempt, delivery outcomes to be
+ * recorded in D1). This is the only way a run starts.
  */
 import type { DeliveryOutbox } from "../delivery/outbox";
 import type { ActorStore } from "./actor-store";
@@ -25,7 +25,7 @@ export interface StepsPort {
   readonly store: Pick<ActorStore, "kvGet" | "sweepRunIds">;
   readonly queue: Pick<RunQueue, "head" | "headDueAt" | "count">;
   readonly outbox: Pick<DeliveryOutbox, "dispatch" | "nextDue">;
-  readonly records: Pick<ActorRecords, "flushLeftover">;
+  readonly records: Pick<ActorRecords, "flushLeftover" | "writeDue">;
   /** Attempts the queue head (lifecycle.ts `attemptHead`). */
   attempt(row: QueueRow): Promise<void>;
 }
@@ -71,7 +71,8 @@ export class ActorSteps {
   }
 
   /**
-   * Sets the alarm for the earliest due work (the queue's head, the outbox's next attempt), or
+   * Sets the alarm for the earliest due work (the queue's head, the outbox's next attempt or
+   * outcome to record), or
    * clears it. The alarm this instance last set is remembered until it fires, so an alarm
    * already due no later than needed is not set again (an early alarm finds nothing due and
    * sets the next one).
@@ -125,6 +126,8 @@ export class ActorSteps {
       await records.flushLeftover().catch((error) => console.error(`deferred records not written: ${error}`));
       // Deliveries go out in the background: a connector that is down or slow never holds the run.
       outbox.dispatch();
+      // Outcomes of deliveries no write has carried to D1 within their delay.
+      await records.writeDue();
       const head = queue.head();
       // A head whose last attempt failed waits for its backoff (this step may be a delivery's).
       if (head && (head.retry_at ?? 0) <= Date.now()) {

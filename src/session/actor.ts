@@ -10,7 +10,7 @@
  * - `actor-store.ts`  its DO SQLite: schema, kv, entry, dedupe and outcome records
  * - `run-queue.ts`    the durable FIFO run queue and a run's checkpoint
  * - `durable-state.ts` the schema and version of every JSON document it stores
- * - `records.ts`      every D1 read and write, and the write-behind journal (`records-journal.ts`)
+ * - `records.ts`      every D1 read and write (a run's records in its finalize, before its reply)
  * - `commands.ts`     chat commands (`/stop`, `/status`, `/send`, `/context`, `/compact`)
  * - `outbound.ts`     what a run posts, and deliveries made outside runs
  * - `flow-runner.ts`  sessions_send exchanges and sub-agent announcements across sessions
@@ -34,10 +34,10 @@ import { ContextStore, withContextCopy } from "./context-store";
 import { type EntryPatch, patchEntry, resetSession } from "./entry-ops";
 import { abortCurrent } from "./executor";
 import { type Announcement, recordAnnouncement } from "./flow-runner";
-import { attemptHead, dropQueued } from "./lifecycle";
+import { attemptHead, dropQueued, queuedRunRecord } from "./lifecycle";
 import { requeueDelivery } from "./outbound";
 import type { ActorParts, LiveRun } from "./ports";
-import { type ActorRecords, d1Records } from "./records";
+import { type ActorRecords, d1Records, type RunRecord } from "./records";
 import { RecordsJournal } from "./records-journal";
 import { progressOf, RunQueue } from "./run-queue";
 import { RunWaiters, waitResultOf } from "./waiters";
@@ -60,22 +60,26 @@ export class SessionActor extends DurableObject<Env> {
     this.store = new ActorStore(ctx.storage.sql);
     this.queue = new RunQueue(ctx.storage.sql);
     const context = new ContextStore(ctx.storage.sql, this.store);
-    this.records = withContextCopy(
-      d1Records(
-        () => this.env,
-        () => this.store.kvGet("key") ?? undefined,
-        new RecordsJournal(ctx.storage.sql),
-      ),
-      context,
-    );
     this.outbox = new DeliveryOutbox(
       ctx.storage.sql,
       () => this.env,
       () => this.config,
-      (payload, state) => this.records.deliveryAttempted(payload, state),
       () => {
         this.steps.scheduleAlarm().catch((error) => console.error(`alarm not set: ${error}`));
       },
+    );
+    this.records = withContextCopy(
+      d1Records(
+        () => this.env,
+        () => this.store.kvGet("key") ?? undefined,
+        this.outbox,
+        {
+          get: () => this.store.kvGet("transcript_recorded"),
+          set: (sessionId) => this.store.kvSet("transcript_recorded", sessionId),
+        },
+        new RecordsJournal(ctx.storage.sql),
+      ),
+      context,
     );
     const actor = this;
     this.parts = {
@@ -187,14 +191,14 @@ export class SessionActor extends DurableObject<Env> {
   /** Waits in the actor (not by client polling) until the run ends or `timeoutMs` passes. */
   async waitForRun(sessionKey: string, runId: string, timeoutMs: number): Promise<WaitResult | ActorError> {
     await this.bind(sessionKey);
+    // An ended run's records are in D1 (its finalize is written before it is done), so a read
+    // after the answer (chat.history, runs.get) sees them.
     const done = this.store.finishedOutcome(runId);
-    // An ended run's records are in D1 before the wait answers (a busy session's finalize
-    // waits in the journal), so a read after it (chat.history, runs.get) sees them.
-    if (done) return this.records.journalWritten().then(() => waitResultOf(done));
+    if (done) return waitResultOf(done);
     if (!this.queue.byRunId(runId))
       return { ok: false, code: "NOT_FOUND", message: `run not found: ${runId}` };
     const outcome = await this.waiters.wait(runId, timeoutMs);
-    if (outcome) return this.records.journalWritten().then(() => waitResultOf(outcome));
+    if (outcome) return waitResultOf(outcome);
     const still = this.queue.byRunId(runId);
     const progress = still ? progressOf(still) : undefined;
     const result: WaitResult = { runId, status: "timeout", runStatus: still?.state ?? "queued" };
@@ -203,16 +207,31 @@ export class SessionActor extends DurableObject<Env> {
   }
 
   /**
-   * Whether this session holds the run `runId` (queued, running or ended here), its records
-   * written to D1 first: `recorded` (D1 shows it now), `unwritten` (D1 refused its records for
-   * now; the journal's timer retries), `unknown` (not a run of this session).
+   * The run `runId` as this session holds it: `ended` (its records are in D1), its row as far
+   * as it went while it waits or runs (D1 gets it with its finalize), or `unknown` (not a run
+   * of this session).
    */
-  async recordRun(sessionKey: string, runId: string): Promise<"recorded" | "unwritten" | "unknown"> {
+  async runView(sessionKey: string, runId: string): Promise<RunRecord | "ended" | "unknown"> {
     await this.bind(sessionKey);
-    const held =
-      !!this.store.accepted(runId) || !!this.queue.byRunId(runId) || !!this.store.finishedOutcome(runId);
-    if (!held) return "unknown";
-    return (await this.records.journalWritten()) ? "recorded" : "unwritten";
+    if (this.store.finishedOutcome(runId)) return "ended";
+    const row = this.queue.byRunId(runId);
+    if (!row) return "unknown";
+    return queuedRunRecord(row);
+  }
+
+  /**
+   * Writes the outcomes of this session's deliveries that D1 does not show yet (they wait for
+   * the session's next write, see records.ts), so a read of its deliveries after this sees how
+   * each attempt went.
+   */
+  async recordOutcomes(sessionKey: string): Promise<void> {
+    await this.bind(sessionKey);
+    await this.records.writeOutcomes();
+    // The alarm set for them is no longer needed: set for what is due now.
+    if (!this.live.current && !this.steps.busy) {
+      this.steps.forgetAlarm();
+      await this.steps.scheduleAlarm();
+    }
   }
 
   /** Aborts the running run; with `clearQueue`, also drops every waiting run. Returns the count. */

@@ -256,7 +256,21 @@ export async function compactBeforeTurn(
         totalTokens: p.summary.inputTokens + p.summary.outputTokens,
       }
     : null;
-  await a.records.runsEnded([p.runId], { ...end, startedAt: p.startedAt, endedAt: Date.now(), usage });
+  await a.records.runsEnded([
+    {
+      runId: p.runId,
+      sessionKey,
+      sessionId: s.sessionId,
+      trigger: "compact",
+      createdAt: p.startedAt,
+      deliver: false,
+      idempotencyKey: null,
+      ...end,
+      startedAt: p.startedAt,
+      endedAt: Date.now(),
+      usage,
+    },
+  ]);
   p.ended = true;
   s.save();
 }

@@ -49,6 +49,16 @@ export class ContextStore {
   static readonly DDL = `CREATE TABLE IF NOT EXISTS context (
     ord INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, id TEXT NOT NULL UNIQUE,
     run_id TEXT, tokens INTEGER NOT NULL, message TEXT NOT NULL)`;
+  /**
+   * The current shape: keyed by message id (an append is idempotent and writes one row), in
+   * `ord` order (the largest plus one, counted by this instance, its only writer). The copy is a
+   * few hundred rows at most (compaction trims it), so it is read whole, sorted.
+   */
+  static readonly DDL_CURRENT = `CREATE TABLE IF NOT EXISTS context (
+    session_id TEXT NOT NULL, id TEXT PRIMARY KEY, ord INTEGER NOT NULL,
+    run_id TEXT, tokens INTEGER NOT NULL, message TEXT NOT NULL) WITHOUT ROWID`;
+  /** The next `ord`, once read. */
+  private nextOrd: number | undefined;
 
   constructor(
     private readonly sql: SqlStorage,
@@ -81,14 +91,20 @@ export class ContextStore {
     if (!this.state(sessionId)) this.setState(sessionId, {});
     for (const m of messages) {
       if (isFlushMessage(m) || isCompaction(m)) continue;
-      this.sql.exec(
-        `INSERT OR IGNORE INTO context (session_id, id, run_id, tokens, message) VALUES (?, ?, ?, ?, ?)`,
-        sessionId,
-        m.id,
-        m.runId ?? null,
-        estimateMessageTokens(m),
-        stepCodec.encode(m),
-      );
+      this.nextOrd ??= this.sql.exec<{ n: number | null }>(`SELECT MAX(ord) AS n FROM context`).one().n ?? 0;
+      const added = this.sql
+        .exec(
+          `INSERT OR IGNORE INTO context (session_id, id, ord, run_id, tokens, message) VALUES (?, ?, ?, ?, ?, ?)
+           RETURNING ord`,
+          sessionId,
+          m.id,
+          this.nextOrd + 1,
+          m.runId ?? null,
+          estimateMessageTokens(m),
+          stepCodec.encode(m),
+        )
+        .toArray().length;
+      this.nextOrd += added;
     }
   }
 

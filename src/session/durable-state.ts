@@ -8,11 +8,12 @@
  *   queued run        queue.spec                    1
  *   run progress      queue.checkpoint              1  (produced messages as placeholders)
  *   run step          run_steps.message, context    1  (a transcript message)
- *   outcome           finished.outcome              1
- *   accepted answer   received.result               1  (an announcement's row is never read)
- *   deferred record   d1_pending.body               1
+ *   outcome           run_ids.outcome               1
+ *   accepted answer   run_ids.result                1  (an announcement's row is never read)
+ *   deferred record   d1_pending.body               1  (written by earlier versions, read once)
  *   context state     kv `ctx:<sessionId>`          1
  *   delivery payload  outbox.payload                1  (delivery/schemas.ts)
+ *   delivery outcome  outbox.state                  1  (delivery/schemas.ts)
  *
  * Pure: schemas and codecs only.
  */
@@ -20,9 +21,6 @@ import { z } from "zod";
 import type { RunCheckpoint } from "../agent/loop";
 import type { SessionRow } from "../db/queries";
 import type { deliveries, runs } from "../db/schema";
-import type { DeliveryPayload } from "../delivery/deliver";
-import type { AttemptState } from "../delivery/outbox";
-import { DeliveryPayloadSchema } from "../delivery/schemas";
 import { durableCodec } from "../runs/durable";
 import {
   AcceptedSchema,
@@ -31,7 +29,7 @@ import {
   SessionRowSchema,
   TranscriptMessageSchema,
 } from "../runs/schemas";
-import type { DeliveryState, EnqueueRequest, RunOutcome } from "../runs/types";
+import type { EnqueueRequest, RunOutcome } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
 
 // ---------------------------------------------------------------------------------------------
@@ -78,20 +76,13 @@ export interface RunProgress {
   /** Present once the run has ended and is being finalized (idempotent re-entry). */
   outcome?: RunOutcome;
   /**
-   * The run's delivery as first attempted, and that attempt (null: an earlier flush had
-   * settled it); a re-entered finalize records this payload instead of deciding again.
-   */
-  outgoing?: { payload: DeliveryPayload; attempt: AttemptState | null };
-  /** Set once the finalize batch is written, so a re-entered finalize never writes it twice. */
-  delivery?: { delivered: boolean | null; state?: DeliveryState };
-  /** Set once the run's flow (exchange round, announce step, announcement) has been handed on. */
-  continued?: boolean;
-  /**
    * How many of `loop.produced` the run's records leave out (known stored, or given up on when
    * a run that D1 refuses ends: lifecycle.ts `giveUp`). A step's messages are checkpointed and
-   * reach D1 with the run's finalize (or, resumed, its start), not on round trips of their own.
+   * reach D1 with the run's finalize, not on round trips of their own.
    */
   stored?: number;
+  /** Set when a run given up on is recorded without its inputs (one of them may be what D1 refuses). */
+  inputsLeftOut?: boolean;
 }
 
 /**
@@ -119,16 +110,6 @@ export interface DeferredRecord {
 
 const num = z.number();
 const str = z.string();
-
-const AttemptStateSchema: z.ZodType<AttemptState> = z.looseObject({
-  status: z.enum(["delivered", "retrying", "dead"]),
-  attempts: num,
-  updatedAt: num,
-  nextAttemptAt: num.nullable(),
-  lastError: str.nullable(),
-  deliveredAt: num.optional(),
-  partsSent: num.optional(),
-});
 
 const QueuedRunSchema: z.ZodType<QueuedRun> = z.looseObject({
   req: EnqueueRequestSchema,
@@ -175,21 +156,13 @@ const CompactionProgressSchema: z.ZodType<CompactionProgress> = z.looseObject({
   ended: z.boolean().optional(),
 });
 
-const DeliveryStateSchema = z.enum(["none", "blocked", "delivered", "retrying", "dead", "pending"]);
-
 const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
   startedAt: num,
   loop: CheckpointSchema,
   compaction: CompactionProgressSchema.optional(),
   outcome: RunOutcomeSchema.optional(),
-  outgoing: z
-    .looseObject({ payload: DeliveryPayloadSchema, attempt: AttemptStateSchema.nullable() })
-    .optional(),
-  delivery: z
-    .looseObject({ delivered: z.boolean().nullable(), state: DeliveryStateSchema.optional() })
-    .optional(),
-  continued: z.boolean().optional(),
   stored: num.optional(),
+  inputsLeftOut: z.boolean().optional(),
 });
 
 const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({

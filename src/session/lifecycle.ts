@@ -5,33 +5,40 @@
  * never repeats what that state records.
  *
  *   state       reached when                               durable in                   D1
- *   queued      admission stores the queue row             DO: queue row, `received`,   accept: written through, or
- *                                                          entry (one synchronous step) journaled (a connector's)
- *   started     the queue head is attempted                DO: checkpoint (running),     start: journaled (folded into
- *                                                          `starts` counted              its accept while that waits;
- *                                                                                        written through when
- *                                                                                        session.writeBehind is off)
+ *   queued      admission stores the queue row             DO: queue row, `received`,   a connector's: nothing (its
+ *                                                          entry (one synchronous step) run's finalize writes it);
+ *                                                                                        others: the entry and the
+ *                                                                                        queued run, written through
+ *   started     the queue head is attempted                DO: checkpoint (running),     - (written through when
+ *                                                          `starts` counted              session.writeBehind is off)
  *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  - (the step's messages ride
  *                                                          row                           on the finalize)
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
  *                                                          entry's usage accounted
- *   replied     its reply is handed to the outbox and      DO: outbox row, checkpoint    -
- *               attempted once (waited for at most         `outgoing`
+ *   finalized   the finalize batch is written              D1                            the run's inputs, steps and
+ *                                                                                        reply, its row as it ended,
+ *                                                                                        the entry (and the
+ *                                                                                        transcript's row, its first
+ *                                                                                        time): one batch, carrying
+ *                                                                                        outcomes of earlier
+ *                                                                                        deliveries (records.ts)
+ *   replied     its reply is handed to the outbox and      DO: outbox row                -
+ *               attempted once (waited for at most
  *               FIRST_ATTEMPT_WAIT_MS)
- *   finalized   the finalize batch is written              D1 first; DO: checkpoint      final reply, delivery row (with
- *                                                          `delivery` (only when a flow  its first attempt), outcome,
- *                                                          step follows)                 entry: one batch, carrying a
- *                                                                                        quick run's accept and start;
- *                                                                                        journaled instead while another
- *                                                                                        run waits behind it (its last
- *                                                                                        run writes the backlog's)
  *   continued   the flow's next step is handed on          the next step's own queue     (the next run's accept)
  *               (exchange round, announce, announcement)   (ids derive from the flow)
  *   done        the run leaves the queue                   DO: queue row removed with    -
  *                                                          its `finished` outcome, in
  *                                                          one synchronous step
- *   delivered   the outbox's attempts settle (after done,  DO: outbox row removed        the delivery's state
- *               in the background; see delivery/outbox.ts)
+ *   delivered   the outbox's attempts settle (after done,  DO: the outcome on the        -
+ *               in the background; see delivery/outbox.ts) outbox row
+ *   recorded    a D1 write of the session carries the      DO: outbox row removed        the delivery's row with its
+ *               outcome (its next run's finalize, or the                                 outcome
+ *               alarm once it is due)
+ *
+ * So D1 never shows a session older than its chat has seen (SPEC §17): a reply goes out only
+ * after its run's records are written. `finalized` to `done` is checkpointed nowhere: a run
+ * re-entering it writes its idempotent batch again and finds its reply's outbox row.
  *
  * Failures: an attempt that throws (D1 down, a bug) is retried from its checkpoint after a
  * backoff, at most MAX_RUN_ATTEMPTS times, and a run whose process keeps ending before its next
@@ -43,7 +50,6 @@
  */
 import { emptyCheckpoint } from "../agent/loop";
 import type { DeliveryContext, SessionRow } from "../db/queries";
-import { deliveryRow } from "../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
 import { inputMessages } from "./admission";
@@ -51,9 +57,11 @@ import { noticeToolActivity, runTurn } from "./executor";
 import { continueFlows } from "./flow-runner";
 import { outboundOf } from "./outbound";
 import type { LifecyclePort } from "./ports";
+import type { RunRecord } from "./records";
 import {
   MAX_RUN_ATTEMPTS,
   MAX_RUN_STARTS,
+  progressOf,
   type QueuedRun,
   type QueueRow,
   RUN_RETRY_DELAYS_MS,
@@ -108,13 +116,12 @@ async function executeHead(a: LifecyclePort, row: QueueRow): Promise<void> {
   const save = () => a.queue.saveProgress(row, progress);
 
   if (!progress.outcome) {
-    await recordStart(a, spec, runId, progress);
+    await recordStart(a, row, spec, progress);
     progress.outcome = await runTurn(a, spec, runId, progress, {
       save,
       stepped: async (appended) => {
         // The checkpoint holds the step's messages (`run_steps`): a restart resumes after this
-        // step. D1 gets them with the run's finalize (or, resumed, with its start), in the
-        // run's one round trip.
+        // step. D1 gets them with the run's finalize, in the run's one round trip.
         save();
         await noticeToolActivity(a, spec, runId, progress.loop.produced, appended);
       },
@@ -124,23 +131,25 @@ async function executeHead(a: LifecyclePort, row: QueueRow): Promise<void> {
       // The run is the head: whatever else the queue holds waits behind it.
       a.store.saveEntry(accountRun(entry, progress, progress.outcome, a.queue.othersWaiting()));
     }
-    save();
+    // ended: its last message is held in the checkpoint with the outcome (the run's end removes
+    // both with its row; no step row is written for it).
+    a.queue.saveProgress(row, progress, false, true);
   }
   await finalize(a, row, spec, progress, progress.outcome);
 }
 
 /**
- * `started` in D1: the run marked running, the entry showing it, its inputs and what a resumed
- * run produced and did not store yet appended. Journaled (the next write carries it) unless
- * `session.writeBehind` is off.
+ * `started` in D1 when `session.writeBehind` is off: the run marked running, the entry showing
+ * it, its inputs and what a resumed run produced appended. Otherwise its finalize writes it.
  */
 async function recordStart(
   a: LifecyclePort,
+  row: QueueRow,
   spec: QueuedRun,
-  runId: string,
   progress: RunProgress,
 ): Promise<void> {
   const { req } = spec;
+  const runId = row.run_id;
   const entry = a.store.entry();
   const messages: TranscriptMessage[] = [
     ...inputMessages(runId, req.inputs),
@@ -148,7 +157,7 @@ async function recordStart(
   ];
   await a.records.runStarted({
     run: {
-      ...runRecordOf(runId, spec, progress.startedAt),
+      ...runRecordOf(runId, spec, row.enqueued_at),
       status: "running",
       startedAt: progress.startedAt,
     },
@@ -159,8 +168,16 @@ async function recordStart(
   a.store.markHistory(spec.sessionId);
 }
 
-/** The run's row as its accept wrote it (`createdAt`: the start, when the accept's row is missing). */
-function runRecordOf(runId: string, spec: QueuedRun, startedAt: number) {
+/** A waiting or running run's row as far as it went (D1 gets it with the run's finalize). */
+export function queuedRunRecord(row: QueueRow): RunRecord {
+  const spec = specOf(row);
+  const progress = progressOf(row);
+  const run = runRecordOf(row.run_id, spec, row.enqueued_at);
+  return progress ? { ...run, status: "running", startedAt: progress.startedAt } : run;
+}
+
+/** The run's row as its accept wrote it (`createdAt`: when it was queued). */
+function runRecordOf(runId: string, spec: QueuedRun, createdAt: number) {
   const { req } = spec;
   return {
     runId,
@@ -168,7 +185,7 @@ function runRecordOf(runId: string, spec: QueuedRun, startedAt: number) {
     sessionId: spec.sessionId,
     trigger: req.trigger,
     status: "queued",
-    createdAt: startedAt,
+    createdAt,
     deliver: req.deliver,
     idempotencyKey: req.idempotencyKey ?? null,
   };
@@ -197,8 +214,9 @@ function accountRun(
 }
 
 /**
- * ended → replied → finalized → continued → done, each step recorded in the checkpoint so a
- * re-entered finalize skips what is done.
+ * ended → finalized → replied → continued → done. Nothing here is checkpointed: a finalize
+ * re-entered after a restart writes its idempotent batch again, finds its reply's outbox row
+ * (added once) and hands its flow on again (step ids derive from the flow).
  */
 async function finalize(
   a: LifecyclePort,
@@ -208,78 +226,54 @@ async function finalize(
   outcome: RunOutcome,
 ): Promise<void> {
   const { req } = spec;
-  const save = () => a.queue.saveProgress(row, progress);
-  if (!progress.delivery) {
-    const entry = a.store.entry();
-    const out = outboundOf(req, outcome);
-    const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
-    const payload =
-      progress.outgoing?.payload ??
-      (out && route
-        ? a.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
-        : undefined);
-    // replied: the reply goes out before the run is written to D1: the outbox row makes it
-    // durable, the user gets it one round trip sooner, and when the connector answers within
-    // FIRST_ATTEMPT_WAIT_MS the `deliveries` row below is written once with that outcome. A
-    // slower connector is not waited for: the attempt goes on and records itself. A restart
-    // between the attempt and its checkpoint may repeat the POST (at least once; connectors
-    // dedupe by deliveryId).
-    if (payload && !progress.outgoing) {
-      const first = (await a.outbox.addAndAttempt(payload, FIRST_ATTEMPT_WAIT_MS)) ?? null;
-      progress.outgoing = { payload, attempt: first };
-      save();
-    }
-    const attempt = progress.outgoing?.attempt ?? undefined;
-    const state: DeliveryState = !payload
-      ? out && route
-        ? "blocked"
-        : "none"
-      : (attempt?.status ?? "pending");
-    // false: blocked by send policy or dead on its only attempt; null: still being retried.
-    const delivered =
-      state === "blocked"
-        ? false
-        : attempt
-          ? { delivered: true, dead: false, retrying: null }[attempt.status]
-          : null;
-    // finalized: the final reply, the delivery and its first attempt, the outcome, the entry.
-    await a.records.runFinished({
-      run: runRecordOf(row.run_id, spec, progress.startedAt),
-      messages: progress.loop.produced.slice(progress.stored ?? 0),
-      ...(payload ? { delivery: { ...deliveryRow(payload), ...attempt } } : {}),
-      end: {
-        status: outcome.status,
-        startedAt: outcome.startedAt ?? null,
-        endedAt: outcome.endedAt ?? null,
-        error: outcome.error ?? null,
-        reply: outcome.reply ?? null,
-        model: entry?.model ?? null,
-        usage: {
-          inputTokens: progress.loop.inputTokens,
-          outputTokens: progress.loop.outputTokens,
-          // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
-          totalTokens: progress.loop.lastCallTokens,
-        },
-        delivered,
+  const entry = a.store.entry();
+  const out = outboundOf(req, outcome);
+  const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
+  const payload =
+    out && route
+      ? a.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
+      : undefined;
+  // Blocked by send policy: the reply stays in the transcript, marked as not delivered.
+  const blocked = !payload && !!out && !!route;
+  // finalized: the run's inputs, steps and reply, its row as it ended and the entry it changed,
+  // in one batch, before the reply can reach the chat (SPEC §17 "Read your replies").
+  const stored = progress.stored ?? 0;
+  await a.records.runFinished({
+    run: runRecordOf(row.run_id, spec, row.enqueued_at),
+    messages: [
+      ...(progress.inputsLeftOut ? [] : inputMessages(row.run_id, req.inputs)),
+      ...progress.loop.produced.slice(stored),
+    ],
+    end: {
+      status: outcome.status,
+      startedAt: outcome.startedAt ?? null,
+      endedAt: outcome.endedAt ?? null,
+      error: outcome.error ?? null,
+      reply: outcome.reply ?? null,
+      model: entry?.model ?? null,
+      usage: {
+        inputTokens: progress.loop.inputTokens,
+        outputTokens: progress.loop.outputTokens,
+        // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
+        totalTokens: progress.loop.lastCallTokens,
       },
-      ...(entry ? { entry } : {}),
-      // A busy session's finalize may ride with the next runs' records (one batch for several
-      // runs, see records.ts); a flow's step is handed on only once its run is in D1.
-      behind: a.config.session.writeBehind && !req.flow && !req.spawn,
-      busy: a.queue.othersWaiting(),
-    });
-    progress.delivery = { delivered, state };
-    // A run with a flow step to hand on is checkpointed here; any other is done below in this
-    // same synchronous step (a crash before that repeats the idempotent batch above).
-    if (req.flow || req.spawn) save();
+      // false: blocked by send policy; null: the delivery's own row says (runs.get reads it).
+      delivered: blocked ? false : null,
+    },
+    ...(entry ? { entry } : {}),
+  });
+  // replied: handed to the outbox (its row is the reply's durable record from here on) and
+  // attempted at once, waited for at most FIRST_ATTEMPT_WAIT_MS so that the run's waiters hear
+  // how it went; a slower connector is not waited for.
+  let delivery: DeliveryState = blocked ? "blocked" : "none";
+  if (payload) {
+    const first = await a.outbox.addAndAttempt(payload, FIRST_ATTEMPT_WAIT_MS);
+    delivery = first?.status ?? "pending";
   }
-  if (!progress.continued) {
-    await continueFlows(a, row.run_id, spec, progress, outcome);
-    // No save: the run is done below, in the same synchronous step.
-    progress.continued = true;
-  }
+  // continued: the flow's next step, once the run is in D1.
+  await continueFlows(a, row.run_id, spec, progress, outcome);
   // done: the run leaves the queue in one synchronous step.
-  const finished: RunOutcome = { ...outcome, delivery: progress.delivery?.state ?? "pending" };
+  const finished: RunOutcome = { ...outcome, delivery };
   a.queue.remove(row);
   a.store.recordFinished(finished, Date.now());
   a.waiters.notify(finished);
@@ -316,11 +310,14 @@ async function giveUp(a: LifecyclePort, row: QueueRow, error: string): Promise<v
   if (spec) {
     const ending: RunProgress = progress ?? { startedAt: startedAt ?? now, loop: emptyCheckpoint() };
     ending.outcome ??= outcome;
-    // Twice: with the messages the run produced, then without those not stored yet (one of
-    // them may be what D1 refuses).
+    // Twice: with the messages the run produced, then without them and its inputs (one of them
+    // may be what D1 refuses).
     for (const skipUnstored of [false, true]) {
       try {
-        if (skipUnstored) ending.stored = ending.loop.produced.length;
+        if (skipUnstored) {
+          ending.stored = ending.loop.produced.length;
+          ending.inputsLeftOut = true;
+        }
         a.queue.saveProgress(row, ending);
         await finalize(a, row, spec, ending, ending.outcome);
         return;
@@ -333,7 +330,11 @@ async function giveUp(a: LifecyclePort, row: QueueRow, error: string): Promise<v
   a.store.recordFinished(outcome, now);
   a.waiters.notify(outcome);
   try {
-    await a.records.runsEnded([row.run_id], { status: "error", endedAt: now, error });
+    const run = spec ? runRecordOf(row.run_id, spec, row.enqueued_at) : undefined;
+    if (run)
+      await a.records.runsEnded([
+        { ...run, status: "error", startedAt: startedAt ?? null, endedAt: now, error },
+      ]);
   } catch (recordError) {
     console.error(
       `run ${row.run_id} ended (${error}); its D1 row could not be updated: ${causeOf(recordError)}`,
@@ -349,7 +350,7 @@ export async function dropQueued(
   a: Pick<LifecyclePort, "queue" | "store" | "waiters" | "records">,
 ): Promise<number> {
   const now = Date.now();
-  const dropped: string[] = [];
+  const dropped: RunRecord[] = [];
   for (const row of a.queue.rows()) {
     if (row.state !== "queued") continue;
     a.queue.remove(row);
@@ -361,8 +362,20 @@ export async function dropQueued(
     };
     a.store.recordFinished(outcome, now);
     a.waiters.notify(outcome);
-    dropped.push(row.run_id);
+    let run: RunRecord = {
+      ...outcome,
+      sessionKey: a.store.entry()?.key ?? "",
+      sessionId: "",
+      trigger: "inbound",
+      createdAt: row.enqueued_at,
+    };
+    try {
+      run = { ...runRecordOf(row.run_id, specOf(row), row.enqueued_at), ...outcome };
+    } catch {
+      // An unreadable spec: the row as far as it is known.
+    }
+    dropped.push(run);
   }
-  await a.records.runsEnded(dropped, { status: "aborted", endedAt: now, error: "aborted before start" });
+  await a.records.runsEnded(dropped);
   return dropped.length;
 }

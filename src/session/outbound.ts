@@ -1,11 +1,12 @@
 /**
  * What a session posts to its chat: the decision for a finished run (pure `outboundOf`), and a
- * delivery made outside a run (notices, announcements), written to D1 first and then handed to
- * the actor's outbox, under send policy (SPEC §9, §14).
+ * delivery made outside a run (notices, announcements), handed to the actor's outbox under send
+ * policy (SPEC §9, §14); the outbox keeps each attempt's outcome until a write of the actor
+ * records it in D1.
  */
 import type { DeliveryContext, SessionRow } from "../db/queries";
 import type { DeliveryKind, DeliveryPayload } from "../delivery/deliver";
-import { type DeliveryOutbox, deliveryRow } from "../delivery/outbox";
+import type { DeliveryOutbox } from "../delivery/outbox";
 import type { EnqueueRequest, RunOutcome } from "../runs/types";
 import { type TranscriptMessage, textOf } from "../transcript/message";
 import { announceReply } from "./flows";
@@ -79,12 +80,10 @@ export async function postNow(
   sessionKey: string,
 ): Promise<void> {
   if (!(await queueDelivery(a, deliveryId, out, route, entry, sessionKey))) return;
-  const payload = a.outbox.payload(deliveryId, out, route, entry, sessionKey);
-  const state = await a.outbox.attemptWithin(deliveryId, NOTICE_WAIT_MS);
-  if (state && payload) await a.records.deliveryAttempted(payload, state);
+  await a.outbox.attemptWithin(deliveryId, NOTICE_WAIT_MS);
 }
 
-/** Adds the delivery's local retry row, then writes it to D1; false when send policy blocked it. */
+/** Adds the delivery's row to the outbox and sets the alarm for it; false when send policy blocked it. */
 export async function queueDelivery(
   a: OutboundPort,
   deliveryId: string,
@@ -95,10 +94,7 @@ export async function queueDelivery(
 ): Promise<boolean> {
   const payload = a.outbox.payload(deliveryId, out, route, entry, sessionKey);
   if (!payload) return false;
-  // The local row first: a restart between the two writes still attempts the delivery, and
-  // the attempt's outcome (an upsert) writes the D1 row if this write never happened.
   a.outbox.add(payload);
-  await a.records.deliveryQueued(deliveryRow(payload));
   await a.scheduleAlarm();
   return true;
 }

@@ -49,9 +49,7 @@ type Outbox<K extends keyof DeliveryOutbox> = { readonly outbox: Pick<DeliveryOu
 type Context<K extends keyof ContextStore> = { readonly context: Pick<ContextStore, K> };
 
 /** Deliveries posted now or queued (outbound.ts). */
-export type OutboundPort = Pick<ActorParts, "scheduleAlarm"> &
-  Outbox<"payload" | "add" | "attemptWithin"> &
-  Records<"deliveryQueued" | "deliveryAttempted">;
+export type OutboundPort = Pick<ActorParts, "scheduleAlarm"> & Outbox<"payload" | "add" | "attemptWithin">;
 
 /** Admission of a run (admission.ts): dedupe, the entry, the queue and the accept's records. */
 export type AdmissionPort = Pick<ActorParts, "config" | "live" | "scheduleAlarm"> &

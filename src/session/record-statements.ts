@@ -1,14 +1,14 @@
 /**
- * The D1 statements of a SessionActor's records (see records.ts): records written together
- * (accepted, started, finished, or a start folded into its accept) coalesced into one
- * multi-row statement per table, the entry as its row, and a journal row this version cannot
- * read, kept as stored in `dead_records`; and which D1 error is a label taken (a unique index
- * refused the entry).
+ * The D1 statements of a SessionActor's records (see records.ts): the entry as its row (whole,
+ * or as a run leaves it), the journal records an earlier version left coalesced into one
+ * multi-row statement per table, a journal row this version cannot read kept as stored in
+ * `dead_records`; and which D1 error is a label taken (a unique index refused the entry).
  */
 import { appendMessageStatements } from "../db/messages";
 import {
   recordTranscriptsStatement,
   type SessionRow,
+  upsertSessionRunStatement,
   upsertSessionStatement,
   upsertSessionUnlessNewerStatement,
 } from "../db/queries";
@@ -57,18 +57,21 @@ export function sessionStatement(db: D1Database, entry: SessionRow): D1PreparedS
   return upsertSessionStatement(db, { ...entry, expiredAt: closedAt(entry, Date.now()) });
 }
 
+/**
+ * The entry as a run leaves it, when D1 holds its transcript already: the columns a run, an
+ * admission or the sweep change, not those set when the entry or its transcript began (its
+ * agent, kind, creation, spawner, sessionId) nor its label (changed only by a patch, written
+ * whole), so the indexes on those are not rewritten (D1 bills each index row it writes). A row
+ * that is missing is inserted whole.
+ */
+export function runEntryStatement(db: D1Database, entry: SessionRow): D1PreparedStatement {
+  return upsertSessionRunStatement(db, { ...entry, expiredAt: closedAt(entry, Date.now()) });
+}
+
 /** A journal row no version can read, with why. */
 export interface Unreadable {
   row: JournalRow;
   error: Error;
-}
-
-/** Journal rows as records, or why one cannot be read. */
-export function carried(rows: readonly JournalRow[]): Array<DeferredRecord | Unreadable> {
-  return rows.map((row) => {
-    const record = readable(row);
-    return record instanceof Error ? { row, error: record } : record;
-  });
 }
 
 const rank = (status: string) => (TERMINAL.has(status) ? 2 : status === "running" ? 1 : 0);
@@ -97,19 +100,15 @@ function mergeRun(
 }
 
 /**
- * The statements of records written together, coalesced into multi-row statements, one per table
- * whatever the number of records (SPEC §19): the entry (the newest of them, unless D1 holds a
- * newer one; `entry: "skip"` when the statements written with them write it), the transcripts
- * begun, each run's row as far as the records go, the messages of each transcript in order, the
- * deliveries; a row no version can read is dead-lettered as stored. (A connector's message is
- * deduped by its session's actor alone: `received`, session/actor-store.ts.)
- * `current`: the actor's entry as it is now, written as it is (it is the newest there is).
+ * The statements of journal records an earlier version left (see records.ts `flushLeftover`),
+ * coalesced into multi-row statements, one per table whatever the number of records: the
+ * entry (the newest of them, unless D1 holds a newer one), the transcripts begun, each run's
+ * row as far as the records go, the messages of each transcript in order, the deliveries; a
+ * row no version can read is dead-lettered as stored.
  */
 export function batchStatements(
   db: D1Database,
   records: ReadonlyArray<DeferredRecord | Unreadable>,
-  entry: "newest" | "skip",
-  current?: SessionRow,
 ): D1PreparedStatement[] {
   const statements: D1PreparedStatement[] = [];
   let newest: SessionRow | undefined;
@@ -135,11 +134,9 @@ export function batchStatements(
     }
     if (r.delivery) deliveryRows.push(r.delivery);
   }
-  if (newest && entry === "newest") {
+  if (newest) {
     statements.unshift(
-      newest === current
-        ? sessionStatement(db, newest)
-        : upsertSessionUnlessNewerStatement(db, { ...newest, expiredAt: closedAt(newest, Date.now()) }),
+      upsertSessionUnlessNewerStatement(db, { ...newest, expiredAt: closedAt(newest, Date.now()) }),
     );
   }
   if (transcripts.length) statements.push(recordTranscriptsStatement(db, transcripts));

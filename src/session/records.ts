@@ -2,17 +2,23 @@
  * Everything a SessionActor reads from and writes to D1 (the session index, transcripts, runs
  * and deliveries), behind one interface named after what happened rather than which rows
  * change. Each write is one D1 round trip (a batch), idempotent by unique keys, so a repeated
- * step never duplicates rows.
+ * step never duplicates rows, and the actor's writes reach D1 one after another, in order.
  *
- * Write-behind: what may reach D1 a little later waits in the actor's journal
- * (records-journal.ts), durable from the moment it is taken, for the next write to carry it:
- * a connector's accepted message (the entry, the run) and every run's start (marked running,
- * its inputs). A start whose accept still waits is folded into it, and a run's end rides on its
- * records when its finalize carries them, so a quick run records its whole life in one D1 round
- * trip and writes its run row once; a batch writes the entry once,
- * and a transcript's row only with its first run. Nothing waits longer than
- * RECORDS_DELAY_MS (a timer writes it alone) and every later write carries the journal first,
- * so D1 sees the records in order.
+ * What D1 shows of a session is never older than what its chat has seen (SPEC §17 "Read your
+ * replies"): a run's records (its inputs, its steps, its reply, its row, the entry it changed)
+ * are written in one batch, its finalize, before its reply is handed to the outbox. Until then
+ * they are the actor's alone (the queue row and its checkpoint), so a connector's message costs
+ * no D1 write before its run ends: one round trip per run, whatever the model's latency.
+ *
+ * A delivery's outcome is not awaited by D1 either: the outbox keeps each attempt's outcome
+ * (delivery/outbox.ts) and every write of this actor carries the outcomes not yet recorded, so
+ * a conversation's replies are recorded with its next run's finalize. An outcome no write has
+ * carried within OUTCOME_RECORD_DELAY_MS (at once for a failed attempt) is written alone by the
+ * actor's alarm (`writeDue`, a due item of the one scheduler in actor-steps.ts), and a read of
+ * the session's deliveries has them written first (`writeOutcomes`).
+ *
+ * Journal rows left by earlier versions (d1_pending: accepts, starts and finalizes written
+ * behind) are written once at the first contact of an instance (`flushLeftover`).
  */
 
 import { appendMessageStatements, turnContextRows } from "../db/messages";
@@ -25,53 +31,37 @@ import {
   type SessionRow,
   writeBatch,
 } from "../db/queries";
-import { bindSessionKey, insertDeadRecordStatement } from "../db/run-records";
-import {
-  insertDeliveryStatement,
-  recordDeliveryStatement,
-  startRunStatement,
-  updateRunStatement,
-} from "../db/runs";
-import type { deliveries, runs } from "../db/schema";
+import { bindSessionKey, insertDeadRecordStatement, runRecordsStatement } from "../db/run-records";
+import { recordDeliveriesStatement, recordDeliveryStatement } from "../db/runs";
+import type { runs } from "../db/schema";
 import type { DeliveryPayload } from "../delivery/deliver";
-import { type AttemptState, deliveryRow } from "../delivery/outbox";
+import { deliveryRow, type UnrecordedOutcome } from "../delivery/outbox";
 import { runIdPrefixOfKey } from "../keys/run-id";
-import { TERMINAL } from "../runs/types";
 import type { TranscriptMessage } from "../transcript/message";
-import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
 import {
   batchStatements,
-  carried,
   isUniqueViolation,
   readable,
+  runEntryStatement,
   sessionStatement,
-  unreadableStatement,
 } from "./record-statements";
-import type { JournalRow, RecordsJournal } from "./records-journal";
+import type { RecordsJournal } from "./records-journal";
 
-/** The longest a deferred record waits for another write to carry it before it is written alone. */
-export const RECORDS_DELAY_MS = 1_000;
-/**
- * How often D1 may refuse one deferred record written alone before it is dead-lettered
- * (`dead_records`, the operator's `records.dead`): with the timer's backoff, about 3 minutes.
- */
-export const RECORD_MAX_ATTEMPTS = 8;
-/** The longest the timer waits between attempts while D1 refuses the journal. */
-const RECORDS_RETRY_MAX_MS = 60_000;
-/** Journal rows one write carries at most (a backlog is carried over the next writes). */
-const CARRY_MAX = 25;
+/** How long outcomes D1 refused wait before they are tried again. */
+const RECORD_RETRY_MS = 30_000;
 
-export type { DeferredRecord };
 export type RunRecord = typeof runs.$inferInsert;
 export type RunEnd = Partial<Omit<RunRecord, "runId">>;
-export type DeliveryRecord = typeof deliveries.$inferInsert;
 
-/** What a write adds to the journal it carries: records (coalesced with the journal's) and statements. */
-interface Own {
-  records?: DeferredRecord[];
-  statements?: D1PreparedStatement[];
-  /** The actor's entry as it is now, among `records` (written as it is). */
-  current?: SessionRow;
+/** The outcomes of this actor's deliveries that D1 does not show yet (the outbox keeps them). */
+export interface OutcomeLedger {
+  unrecorded(): UnrecordedOutcome[];
+  /** D1 took these (each as it was when read): they leave the ledger. */
+  recorded(outcomes: readonly UnrecordedOutcome[]): void;
+  /** D1 refused them: they are written again no sooner than `at`. */
+  postpone(outcomes: readonly UnrecordedOutcome[], at: number): void;
+  /** When the oldest outcome is due to be written alone, if any waits. */
+  recordDue(): number | undefined;
 }
 
 export interface ActorRecords {
@@ -89,14 +79,19 @@ export interface ActorRecords {
   spawnedChildren(key: string): Promise<SessionRow[]>;
 
   /**
-   * A run was accepted: the entry, its transcript id and the queued run row (a connector's
-   * message is deduped by the actor alone). `behind`: they wait in the journal for the next
-   * write (at most RECORDS_DELAY_MS), journaled synchronously, at the call.
+   * A run was accepted: the entry, its transcript's row (when new) and the queued run row,
+   * written before the answer, so the caller can read them by id. `behind` (a connector's
+   * message): nothing is written; the run's finalize writes its whole life.
    */
-  runAccepted(a: Omit<DeferredRecord, "starting"> & { behind?: boolean }): Promise<void>;
+  runAccepted(a: {
+    entry: SessionRow;
+    run: RunRecord;
+    newTranscript: boolean;
+    behind?: boolean;
+  }): Promise<void>;
   /**
-   * A run started (or resumed): marked running, the entry shows it, its messages so far (the
-   * inputs, and what a resumed run produced) appended. `behind` as for `runAccepted`.
+   * A run started (or resumed): marked running, the entry showing it, its messages so far
+   * appended. `behind`: nothing is written (the finalize writes it).
    */
   runStarted(a: {
     run: RunRecord & { startedAt: number };
@@ -107,22 +102,21 @@ export interface ActorRecords {
   /** Messages appended to a transcript (idempotent by message id). */
   messagesAppended(sessionId: string, messages: TranscriptMessage[]): Promise<void>;
   /**
-   * A run ended: its row (`run` as accepted, `end` its outcome), its last messages, its delivery
-   * with its first attempt, the entry. `behind`: it may wait in the journal, which it does in a
-   * busy session (`busy`: another run waits), so the runs of a backlog share batches (the last
-   * one writes them all); a run with none behind it is written at once.
+   * A run ended: its row (`run` as accepted, `end` its outcome), its messages (inputs and
+   * steps; those D1 holds already are skipped by id), the entry and, for the run's first
+   * records of a transcript, the transcript's row: one batch, before the reply goes out.
    */
   runFinished(a: {
     run: RunRecord;
     messages: TranscriptMessage[];
-    delivery?: DeliveryRecord;
     end: RunEnd;
     entry?: SessionRow;
-    behind?: boolean;
-    busy?: boolean;
   }): Promise<void>;
-  /** Runs that end outside a finalize: dropped from the queue before they started, or a compaction made inside a turn. */
-  runsEnded(runIds: string[], end: RunEnd): Promise<void>;
+  /**
+   * Runs that end outside a finalize (dropped from the queue before they started, a
+   * compaction made inside a turn, a run given up on): each row whole, as it ended.
+   */
+  runsEnded(rows: RunRecord[]): Promise<void>;
 
   /** A new sessionId began under the entry's key (a new entry or a reset). */
   sessionStarted(entry: SessionRow, at: number): Promise<void>;
@@ -130,18 +124,17 @@ export interface ActorRecords {
   entryPatched(entry: SessionRow): Promise<"ok" | "label-taken">;
   sessionRemoved(key: string, deleteTranscript: boolean): Promise<void>;
 
-  deliveryQueued(delivery: DeliveryRecord): Promise<void>;
-  /** An attempt settled: the delivery's row gets its state (written whole if it is not yet). */
-  deliveryAttempted(payload: DeliveryPayload, state: AttemptState): Promise<void>;
   /** A settled delivery was queued again: pending, with a fresh round of attempts (its last error kept). */
   deliveryRequeued(payload: DeliveryPayload, at: number): Promise<void>;
 
-  /** Writes the journal now; whether it is empty afterwards (false: D1 refused a row, the timer retries). */
-  journalWritten(): Promise<boolean>;
+  /** Writes the deliveries' outcomes that are due (see OUTCOME_RECORD_DELAY_MS); a failure postpones them. */
+  writeDue(): Promise<void>;
+  /** Writes every delivery outcome D1 does not show yet, now (a read of this session's deliveries). */
+  writeOutcomes(): Promise<void>;
 
   /**
-   * Writes what a previous instance of the actor left in the journal (this instance's own
-   * deferred records ride on its next write or their timer). Once per instance.
+   * Writes what an instance of an earlier version left in its journal (d1_pending). Once per
+   * instance; a row D1 refuses is kept in `dead_records` with D1's answer.
    */
   flushLeftover(): Promise<void>;
 }
@@ -149,12 +142,14 @@ export interface ActorRecords {
 /**
  * The records as D1 writes, to the database of the actor's key (db/placement.ts). `env` and
  * `key` are read per call (tests rewire an actor's bindings; the key is known once bound).
- * `runAccepted({ behind: true })` adds to the journal before its first await, so a caller's
- * synchronous step holds it.
+ * `recorded` is the kv the actor keeps of which transcript D1 holds the row of (and so the
+ * entry's identity columns as they are): a run's entry is then written without them.
  */
 export function d1Records(
   env: () => Env,
   key: () => string | undefined,
+  ledger: OutcomeLedger,
+  recorded: { get(): string | undefined; set(sessionId: string): void },
   journal: RecordsJournal,
 ): ActorRecords {
   /** The database of this actor's session: every record it writes goes there. */
@@ -164,277 +159,143 @@ export function d1Records(
     return databaseOfKey(env(), bound);
   }
 
-  /** The write carrying journal rows, while in flight: later writes wait for it. */
-  let carrying: Promise<void> | undefined;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  let retryMs = RECORDS_DELAY_MS;
+  /** The write in flight: the next one waits for it, so D1 sees this actor's writes in order. */
+  let last: Promise<unknown> = Promise.resolve();
 
   /**
-   * One D1 batch: the journal's rows and `own` records coalesced (batchStatements: one statement
-   * per table), then `own` statements. The whole journal goes first, CARRY_MAX rows a batch,
-   * `own` with the last, so what they write (a reply) lands with or after what the journal holds
-   * (its run's input). When the batch carrying the journal fails, the journal's rows are written
-   * alone first (what D1 takes of them lands before `own`: see `isolate`), then `own`, so a row
-   * D1 refuses never holds up the actor's other records (it stays in the journal, and the timer
-   * tries it again). `writesEntry`: `own` statements write the entry, so no record does.
+   * One D1 batch: `statements`, then the outcomes not recorded yet (one statement for all of
+   * them). When that batch fails, `statements` are written alone (the outcomes wait for the
+   * next write or their due time), so an outcome D1 refuses never holds up a run's records.
    */
-  async function write(own: Own, writesEntry = false): Promise<void> {
-    while (carrying) await carrying.catch(() => {});
+  function write(statements: D1PreparedStatement[]): Promise<void> {
+    const mine = last.then(
+      () => writeNow(statements),
+      () => writeNow(statements),
+    );
+    last = mine.catch(() => {});
+    return mine;
+  }
+
+  async function writeNow(statements: D1PreparedStatement[]): Promise<void> {
     const e = database();
-    const entry = writesEntry ? "skip" : "newest";
-    const alone = () => [
-      ...batchStatements(e, own.records ?? [], entry, own.current),
-      ...(own.statements ?? []),
-    ];
-    for (;;) {
-      const rows = journal.all().slice(0, CARRY_MAX);
-      const last = rows[rows.length - 1];
-      if (!last) return writeBatch(e, alone());
-      const more = journal.all().length > rows.length;
-      const batch = more
-        ? batchStatements(e, carried(rows), "newest")
-        : [
-            ...batchStatements(e, [...carried(rows), ...(own.records ?? [])], entry, own.current),
-            ...(own.statements ?? []),
-          ];
-      const done = writeBatch(e, batch).then(() => {
-        journal.clearThrough(last.id);
-        retryMs = RECORDS_DELAY_MS;
-      });
-      carrying = done;
-      try {
-        await done;
-        if (!more) return;
-        continue;
-      } catch (error) {
-        console.error(`a batch carrying deferred records failed; writing them one by one: ${error}`);
-        carrying = isolate(e);
-        await carrying;
-      } finally {
-        carrying = undefined;
-      }
-      break;
+    const carried = ledger.unrecorded();
+    if (carried.length === 0) {
+      if (statements.length) await writeBatch(e, statements);
+      return;
     }
-    if (journal.all().length) schedule();
-    await writeBatch(e, alone());
-  }
-
-  /**
-   * The journal's rows written one at a time; a row D1 refuses is written statement by
-   * statement, so what D1 takes of it lands now and in order (a later update of its run finds
-   * the run), and the row stays for what was refused. A row refused RECORD_MAX_ATTEMPTS times
-   * is dead-lettered (`dead_records`, with D1's answers), unless D1 refuses the dead letter
-   * too: then D1 is down, not the row, and the row waits. Stops at a row D1 refuses whole.
-   */
-  async function isolate(e: D1Database): Promise<void> {
-    for (const row of journal.all().slice(0, CARRY_MAX)) {
-      const record = readable(row);
-      const statements =
-        record instanceof Error
-          ? [unreadableStatement(e, row, record)]
-          : batchStatements(e, [record], "newest");
-      const refused: string[] = [];
-      try {
-        await writeBatch(e, statements);
-      } catch {
-        for (const statement of statements) {
-          await writeBatch(e, [statement]).catch((error) => refused.push(String(error)));
-        }
-      }
-      if (refused.length === 0) {
-        journal.remove(row.id);
-        continue;
-      }
-      if (
-        journal.refused(row.id) >= RECORD_MAX_ATTEMPTS &&
-        (await deadLetter(e, row, refused, statements.length))
-      )
-        journal.remove(row.id);
-      // Every statement refused: D1 is not answering; the next rows would fare no better.
-      if (refused.length === statements.length) return;
-    }
-  }
-
-  /** Keeps a row D1 keeps refusing in `dead_records`; false when D1 refuses that too. */
-  async function deadLetter(e: D1Database, row: JournalRow, refused: string[], of: number): Promise<boolean> {
-    const record = readable(row);
-    const accepted =
-      record instanceof Error
-        ? { run: { runId: `unreadable:${row.id}` }, entry: { key: "(unknown)" } }
-        : record;
-    const error = `${refused.length} of ${of} statements refused: ${refused.join("; ")}`;
     try {
-      await writeBatch(e, [
-        insertDeadRecordStatement(e, {
-          runId: accepted.run.runId,
-          sessionKey: accepted.entry.key,
-          error,
-          attempts: row.attempts,
-          body: row.body,
-          createdAt: Date.now(),
-        }),
-      ]);
-    } catch {
-      return false;
+      await writeBatch(e, [...statements, outcomesStatement(e, carried)]);
+      ledger.recorded(carried);
+      return;
+    } catch (error) {
+      console.error(`a batch carrying delivery outcomes failed; writing without them: ${error}`);
+      ledger.postpone(carried, Date.now() + RECORD_RETRY_MS);
     }
-    console.error(`deferred record of run ${accepted.run.runId} dead-lettered: ${error}`);
-    return true;
+    if (statements.length) await writeBatch(e, statements);
   }
 
-  /** Writes the journal alone once RECORDS_DELAY_MS has passed, unless another write carries it first. */
-  function schedule(): void {
-    if (timer || !journal.all().length) return;
-    timer = setTimeout(() => {
-      timer = undefined;
-      const backOff = (reason: unknown) => {
-        console.error(`deferred records not written (retrying): ${reason}`);
-        retryMs = Math.min(retryMs * 2, RECORDS_RETRY_MAX_MS);
-        schedule();
-      };
-      write({}).then(() => {
-        const left = journal.all().length;
-        if (left) backOff(`D1 refused ${left} of them`);
-      }, backOff);
-    }, retryMs);
+  function outcomesStatement(e: D1Database, outcomes: readonly UnrecordedOutcome[]): D1PreparedStatement {
+    return recordDeliveriesStatement(
+      e,
+      outcomes.map((o) => ({ ...deliveryRow(o.payload, o.createdAt), ...o.state })),
+    );
   }
 
-  /**
-   * The journal written before a read that must see it. Best effort: a row D1 refuses makes the
-   * read a little stale (the timer retries, then dead-letters it), never a failed read.
-   */
-  async function flushed(): Promise<void> {
-    if (!journal.all().length) return;
-    await write({}).catch((error) => console.error(`deferred records not written before a read: ${error}`));
-    // What is left, the timer tries again.
-    schedule();
+  /** The entry and, the first time a transcript is written, its row. */
+  function entryStatements(e: D1Database, entry: SessionRow, at: number): D1PreparedStatement[] {
+    if (recorded.get() === entry.sessionId) return [runEntryStatement(e, entry)];
+    return [sessionStatement(e, entry), recordTranscriptStatement(e, entry.sessionId, entry.key, at)];
   }
 
-  /**
-   * The journal's newest row, when it holds `runId`'s records and no write is carrying it (a
-   * write in flight would clear the row without what is folded in): a run's start or end is
-   * folded into it.
-   */
-  function waitingRecordOf(runId: string): { row: JournalRow; record: DeferredRecord } | undefined {
-    const last = carrying ? undefined : journal.all().at(-1);
-    if (last?.attempts !== 0) return undefined;
-    const record = readable(last);
-    if (record instanceof Error || record.run.runId !== runId) return undefined;
-    return { row: last, record };
+  /** After a batch written with `entryStatements`: D1 holds the entry's transcript. */
+  function entryWritten(entry: SessionRow): void {
+    if (recorded.get() !== entry.sessionId) recorded.set(entry.sessionId);
   }
 
   let leftover: Promise<void> | undefined;
 
+  /** The rows an earlier version left in its journal, one batch each; a refused one is dead-lettered. */
+  async function writeLeftover(): Promise<void> {
+    const rows = journal.all();
+    if (rows.length === 0) return;
+    const e = database();
+    for (const row of [...rows]) {
+      const record = readable(row);
+      const statements = batchStatements(e, [record instanceof Error ? { row, error: record } : record]);
+      try {
+        await writeBatch(e, statements);
+      } catch (error) {
+        const runId = record instanceof Error ? `unreadable:${row.id}` : record.run.runId;
+        await writeBatch(e, [
+          insertDeadRecordStatement(e, {
+            runId,
+            sessionKey: record instanceof Error ? "(unknown)" : record.entry.key,
+            error: String(error),
+            attempts: row.attempts + 1,
+            body: row.body,
+            createdAt: Date.now(),
+          }),
+        ]);
+        console.error(`deferred record of run ${runId} dead-lettered: ${error}`);
+      }
+      journal.remove(row.id);
+    }
+  }
+
   return {
-    keyBound: async (key) => {
-      await flushed();
-      return bindSessionKey(env(), key, runIdPrefixOfKey(key));
-    },
+    keyBound: (key) => bindSessionKey(env(), key, runIdPrefixOfKey(key)),
     turnContext: async (sessionId, limit) => {
-      await flushed();
       const bound = key();
       return bound === undefined ? { messages: [] } : turnContextRows(env(), bound, sessionId, limit);
     },
-    spawnedChildren: async (key) => {
-      await flushed();
-      return listSessions(env(), { spawnedBy: key, archived: "all", limit: 200 });
-    },
+    spawnedChildren: (key) => listSessions(env(), { spawnedBy: key, archived: "all", limit: 200 }),
 
-    async runAccepted({ behind, ...accepted }) {
-      if (behind) {
-        journal.add(deferredRecordCodec.encode({ kind: "accepted", ...accepted }));
-        schedule();
-        return;
-      }
-      await write({ records: [accepted], current: accepted.entry });
+    async runAccepted({ entry, run, newTranscript, behind }) {
+      if (behind) return;
+      const e = database();
+      await write([
+        sessionStatement(e, entry),
+        ...(newTranscript ? [recordTranscriptStatement(e, entry.sessionId, entry.key, run.createdAt)] : []),
+        runRecordsStatement(e, [run]),
+      ]);
+      if (newTranscript) entryWritten(entry);
     },
 
     async runStarted({ run, entry, messages, behind }) {
-      const started = { ...run, status: "running" };
-      if (behind && entry) {
-        // Folded into its accept while that still waits (see `waitingRecordOf`).
-        const waiting = waitingRecordOf(run.runId);
-        const accept = waiting?.record;
-        if (waiting && accept && accept.kind !== "started" && !TERMINAL.has(accept.run.status)) {
-          const starting = [...(accept.starting ?? []), ...messages];
-          const folded = { ...accept.run, status: "running", startedAt: started.startedAt };
-          journal.replace(
-            waiting.row.id,
-            deferredRecordCodec.encode({ ...accept, entry, run: folded, starting }),
-          );
-        } else {
-          journal.add(
-            deferredRecordCodec.encode({ kind: "started", entry, run: started, starting: messages }),
-          );
-        }
-        schedule();
-        return;
-      }
+      if (behind) return;
       const e = database();
-      await write(
-        {
-          statements: [
-            startRunStatement(e, run),
-            ...(entry ? [sessionStatement(e, { ...entry, runStatus: "running" })] : []),
-            ...appendMessageStatements(e, run.sessionId, messages),
-          ],
-        },
-        !!entry,
-      );
+      await write([
+        runRecordsStatement(e, [{ ...run, status: "running" }]),
+        ...(entry ? entryStatements(e, { ...entry, runStatus: "running" }, run.createdAt) : []),
+        ...appendMessageStatements(e, run.sessionId, messages),
+      ]);
+      if (entry) entryWritten(entry);
     },
 
     async messagesAppended(sessionId, messages) {
-      await write({ statements: appendMessageStatements(database(), sessionId, messages) });
+      await write(appendMessageStatements(database(), sessionId, messages));
     },
 
-    async runFinished({ run, messages, delivery, end, entry, behind, busy }) {
-      // The run's row as it ended; coalesced with its records still in the journal (a quick
-      // run's accept and start), it is written once.
-      const finished: DeferredRecord | undefined = entry && {
-        kind: "finished",
-        entry,
-        run: { ...run, ...end },
-        starting: messages,
-        ...(delivery ? { delivery } : {}),
-      };
-      if (behind && finished && busy) {
-        // A busy session's next run goes on; the next write (or the timer) carries this one.
-        journal.add(deferredRecordCodec.encode(finished));
-        schedule();
-        return;
-      }
+    async runFinished({ run, messages, end, entry }) {
       const e = database();
-      // Without an entry (a session removed mid-run) its parts are written as statements.
-      await write(
-        finished
-          ? { records: [finished], current: entry }
-          : {
-              records: [],
-              statements: [
-                ...appendMessageStatements(e, run.sessionId, messages),
-                ...(delivery ? [insertDeliveryStatement(e, delivery)] : []),
-                updateRunStatement(e, run.runId, end),
-              ],
-            },
-      );
+      // The run's row goes before its messages' transcript is read back by anyone: one batch.
+      await write([
+        ...(entry ? entryStatements(e, entry, run.createdAt) : []),
+        runRecordsStatement(e, [{ ...run, ...end }]),
+        ...appendMessageStatements(e, run.sessionId, messages),
+      ]);
+      if (entry) entryWritten(entry);
     },
 
-    async runsEnded(runIds, end) {
-      if (!runIds.length) return;
-      const e = database();
-      await write({ statements: runIds.map((runId) => updateRunStatement(e, runId, end)) });
+    async runsEnded(rows) {
+      if (!rows.length) return;
+      await write([runRecordsStatement(database(), rows)]);
     },
 
     async sessionStarted(entry, at) {
       const e = database();
-      await write(
-        {
-          statements: [
-            sessionStatement(e, entry),
-            recordTranscriptStatement(e, entry.sessionId, entry.key, at),
-          ],
-        },
-        true,
-      );
+      await write([sessionStatement(e, entry), recordTranscriptStatement(e, entry.sessionId, entry.key, at)]);
+      entryWritten(entry);
     },
 
     async entryPatched(entry) {
@@ -443,7 +304,7 @@ export function d1Records(
         return "label-taken";
       }
       try {
-        await write({ statements: [sessionStatement(e, entry)] }, true);
+        await write([sessionStatement(e, entry)]);
         return "ok";
       } catch (error) {
         if (isUniqueViolation(error)) return "label-taken";
@@ -452,41 +313,30 @@ export function d1Records(
     },
 
     async sessionRemoved(key, deleteTranscript) {
-      // The journal first: a deferred entry landing after the delete would bring it back. What
-      // D1 would not take now is about the entry being deleted; it is dropped, not kept to land later.
-      await flushed();
-      const left = journal.all();
-      const last = left[left.length - 1];
-      if (last) {
-        console.error(`deleting ${key}: dropping ${left.length} deferred records D1 did not take`);
-        journal.clearThrough(last.id);
-      }
+      // What is queued before the delete lands before it; the entry is recreated by the next
+      // message only.
+      await write([]);
       await deleteSessionRows(env(), key, deleteTranscript);
-    },
-
-    async deliveryQueued(delivery) {
-      const e = database();
-      await write({ statements: [insertDeliveryStatement(e, delivery)] });
-    },
-
-    async deliveryAttempted(payload, state) {
-      const e = database();
-      await write({ statements: [recordDeliveryStatement(e, deliveryRow(payload), state)] });
     },
 
     async deliveryRequeued(payload, at) {
       const e = database();
       const state = { status: "pending", attempts: 0, updatedAt: at, nextAttemptAt: at, deliveredAt: null };
-      await write({ statements: [recordDeliveryStatement(e, deliveryRow(payload), state)] });
+      await write([recordDeliveryStatement(e, deliveryRow(payload, at), state)]);
     },
 
-    async journalWritten() {
-      await flushed();
-      return journal.all().length === 0;
+    async writeDue() {
+      const due = ledger.recordDue();
+      if (due === undefined || due > Date.now()) return;
+      await write([]).catch((error) => console.error(`delivery outcomes not written: ${error}`));
+    },
+
+    async writeOutcomes() {
+      if (ledger.recordDue() !== undefined) await write([]);
     },
 
     flushLeftover() {
-      leftover ??= flushed().catch((error) => {
+      leftover ??= writeLeftover().catch((error) => {
         leftover = undefined;
         throw error;
       });

@@ -49,14 +49,18 @@ export class RunQueue {
   static readonly DDL = `CREATE TABLE IF NOT EXISTS queue (
     pos INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, state TEXT NOT NULL,
     spec TEXT NOT NULL, checkpoint TEXT, enqueued_at INTEGER NOT NULL)`;
-  /** The queue and its steps as a new actor creates them (the current shape, no migrations). */
+  /**
+   * The queue and its steps as a new actor creates them (the current shape, no migrations). A
+   * new row's `pos` is the largest plus one (SQLite's rowid), so the queue stays in order without
+   * AUTOINCREMENT's counter row; a run id is looked up among a few rows, without an index.
+   */
   static readonly DDL_CURRENT = [
     `CREATE TABLE IF NOT EXISTS queue (
-      pos INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE, state TEXT NOT NULL,
+      pos INTEGER PRIMARY KEY, run_id TEXT NOT NULL, state TEXT NOT NULL,
       spec TEXT NOT NULL, checkpoint TEXT, enqueued_at INTEGER NOT NULL,
       attempts INTEGER NOT NULL DEFAULT 0, starts INTEGER NOT NULL DEFAULT 0, retry_at INTEGER, last_error TEXT)`,
     `CREATE TABLE IF NOT EXISTS run_steps (
-      run_id TEXT NOT NULL, idx INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (run_id, idx))`,
+      run_id TEXT NOT NULL, idx INTEGER NOT NULL, message TEXT NOT NULL, PRIMARY KEY (run_id, idx)) WITHOUT ROWID`,
   ];
   /** Schema version 3: attempts, per-step progress. */
   static readonly DDL_V3 = [
@@ -184,14 +188,18 @@ export class RunQueue {
     this.saveProgress(row, progress, true);
   }
 
-  /** The whole checkpoint of a started run, its produced messages read back from `run_steps`. */
+  /**
+   * The whole checkpoint of a started run: its produced messages read back from `run_steps`
+   * (placeholders), or held in the checkpoint itself (a run's last message, saved with its
+   * outcome; a checkpoint saved whole by an earlier version).
+   */
   progress(row: QueueRow): RunProgress | undefined {
     const progress = progressOf(row);
     if (!progress) return undefined;
-    const n = progress.loop.produced.length;
-    // A checkpoint saved whole by an earlier version holds its messages itself.
-    if (n === 0 || typeof progress.loop.produced[0] === "object") return progress;
-    progress.loop.produced = this.sql
+    const produced = progress.loop.produced as Array<TranscriptMessage | 0>;
+    const n = produced.filter((m) => m === 0).length;
+    if (n === 0) return progress;
+    const steps = this.sql
       .exec<{ message: string }>(
         `SELECT message FROM run_steps WHERE run_id = ? ORDER BY idx LIMIT ?`,
         row.run_id,
@@ -199,32 +207,40 @@ export class RunQueue {
       )
       .toArray()
       .map((s) => stepCodec.decode(s.message));
-    if (progress.loop.produced.length !== n) {
-      throw new Error(
-        `checkpoint of run ${row.run_id} names ${n} steps, ${progress.loop.produced.length} are stored`,
-      );
+    if (steps.length !== n) {
+      throw new Error(`checkpoint of run ${row.run_id} names ${n} steps, ${steps.length} are stored`);
     }
+    let next = 0;
+    progress.loop.produced = produced.map((m) => (m === 0 ? (steps[next++] as TranscriptMessage) : m));
     return progress;
   }
 
   /**
    * Saves the checkpoint: the steps not stored yet, one row each, and the rest of the
    * checkpoint with `produced` reduced to its length (placeholders), so a save stays small.
+   * `holding`: the steps not stored yet stay in the checkpoint instead (a run's last message,
+   * saved with its outcome, which the run's end removes with its row: no step row written).
    */
-  saveProgress(row: QueueRow, progress: RunProgress, starting = false): void {
+  saveProgress(row: QueueRow, progress: RunProgress, starting = false, holding = false): void {
     this.insertedHead = undefined;
     const produced = progress.loop.produced;
     const stored = this.storedSteps.get(row.run_id) ?? this.countSteps(row.run_id);
-    for (let i = stored; i < produced.length; i++) {
-      this.sql.exec(
-        `INSERT OR REPLACE INTO run_steps (run_id, idx, message) VALUES (?, ?, ?)`,
-        row.run_id,
-        i,
-        stepCodec.encode(produced[i] as TranscriptMessage),
-      );
+    if (!holding) {
+      for (let i = stored; i < produced.length; i++) {
+        this.sql.exec(
+          `INSERT OR REPLACE INTO run_steps (run_id, idx, message) VALUES (?, ?, ?)`,
+          row.run_id,
+          i,
+          stepCodec.encode(produced[i] as TranscriptMessage),
+        );
+      }
+      this.storedSteps.set(row.run_id, produced.length);
     }
-    this.storedSteps.set(row.run_id, produced.length);
-    const slim = { ...progress, loop: { ...progress.loop, produced: produced.map(() => 0 as const) } };
+    const kept = holding ? stored : produced.length;
+    const slim = {
+      ...progress,
+      loop: { ...progress.loop, produced: produced.map((m, i) => (i < kept ? (0 as const) : m)) },
+    };
     const checkpoint = progressCodec.encode(slim as unknown as RunProgress);
     // A stored step is progress: the interruptions before it say nothing of a crash loop.
     const stepped = produced.length > stored;
@@ -312,7 +328,9 @@ export class RunQueue {
   remove(row: Pick<QueueRow, "pos" | "run_id">): void {
     this.insertedHead = undefined;
     const removed = this.sql.exec(`DELETE FROM queue WHERE pos = ? RETURNING pos`, row.pos).toArray().length;
-    this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
+    // No step stored (this instance knows): nothing to delete.
+    if (this.storedSteps.get(row.run_id) !== 0)
+      this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
     this.storedSteps.delete(row.run_id);
     this.unwrittenStarts.delete(row.pos);
     this.advanced.delete(row.pos);

@@ -1,8 +1,9 @@
 /**
- * What one message costs a SessionActor in DO SQLite statements: a connector's message to an
- * existing idle session, from the enqueue to the run leaving the queue with its reply
- * delivered and its records in D1. The bound guards the per-message CPU (issue bar: CPU per
- * message; each statement costs tens of microseconds of the actor's thread).
+ * What one message costs a SessionActor in DO SQLite: a connector's message to an existing idle
+ * session, from the enqueue to the run leaving the queue with its reply delivered and its
+ * records in D1. The statements bound guards the per-message CPU (each statement costs tens of
+ * microseconds of the actor's thread); the rows bound guards the bill (Cloudflare bills each
+ * row a Durable Object writes, index rows included; `npm run bench` row 14 counts the whole).
  */
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, expect, it } from "vitest";
@@ -11,6 +12,8 @@ import { actor, actorSettled, dm, eventually, fakeConnector, inbound, waitRun } 
 
 /** Statements one message may cost (20 when this was written, from 29 before). */
 const MAX_STATEMENTS = 20;
+/** Rows one message may write in the actor's SQLite, alarms aside (12 when this was written, from 28 before). */
+const MAX_ROWS = 14;
 
 let restore: (() => void) | undefined;
 afterEach(() => restore?.());
@@ -28,6 +31,7 @@ it(`runs a message to an existing idle session in at most ${MAX_STATEMENTS} DO S
   await actorSettled(key);
 
   const statements: string[] = [];
+  const cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
   let recording = false;
   await runInDurableObject(actor(key), (instance: SessionActor) => {
     const sql = (instance as unknown as { ctx: DurableObjectState }).ctx.storage.sql;
@@ -35,13 +39,18 @@ it(`runs a message to an existing idle session in at most ${MAX_STATEMENTS} DO S
     Object.defineProperty(sql, "exec", {
       configurable: true,
       value: (query: string, ...params: unknown[]) => {
-        if (recording) statements.push(query.replace(/\s+/g, " ").trim());
-        return exec(query, ...params);
+        const cursor = exec(query, ...params);
+        if (recording) {
+          statements.push(query.replace(/\s+/g, " ").trim());
+          cursors.push(cursor);
+        }
+        return cursor;
       },
     });
   });
   for (const text of ["first", "second"]) {
     statements.length = 0;
+    cursors.length = 0;
     recording = true;
     const ack = await send(text);
     expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
@@ -49,13 +58,16 @@ it(`runs a message to an existing idle session in at most ${MAX_STATEMENTS} DO S
     recording = false;
     await actorSettled(key);
     expect(statements.length, statements.join("\n")).toBeLessThanOrEqual(MAX_STATEMENTS);
+    const rows = cursors.map((c, i) => `${c.rowsWritten} ${statements[i]}`);
+    const written = cursors.reduce((n, c) => n + c.rowsWritten, 0);
+    expect(written, rows.join("\n")).toBeLessThanOrEqual(MAX_ROWS);
     // The run's own work is all there: queued, checkpointed, delivered, removed, recorded.
     for (const kind of [
       "INSERT INTO queue",
       "UPDATE queue SET state = 'running'",
       "INTO outbox",
       "DELETE FROM queue",
-      "INTO finished",
+      "INTO run_ids",
     ]) {
       expect(
         statements.some((s) => s.includes(kind)),

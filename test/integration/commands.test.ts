@@ -100,7 +100,7 @@ describe("/send on|off|inherit", () => {
     expect((await getSession(env, key))?.sendPolicy).toBeNull();
     const next = await ack(say("cmd-stranger", "someone", "still talking"));
     await waitRun(next.runId);
-    expect((await getRun(env, next.runId))?.delivered).toBe(true);
+    expect(await rpc("runs.get", { runId: next.runId })).toMatchObject({ payload: { delivered: true } });
   });
 
   it("accepts an owner named by an identity link, on any of its channels", async () => {

@@ -24,8 +24,9 @@ interface Delivery {
   nextAttemptAt?: number;
 }
 
-async function deliveryOf(runId: string): Promise<Delivery | undefined> {
-  const list = await rpc<{ deliveries: Delivery[] }>("deliveries.list", {});
+/** A run's delivery, as its session's deliveries read now (outcomes its actor holds are written first). */
+async function deliveryOf(runId: string, sessionKey: string): Promise<Delivery | undefined> {
+  const list = await rpc<{ deliveries: Delivery[] }>("deliveries.list", { sessionKey });
   return list.payload.deliveries.find((d) => d.deliveryId.startsWith(runId));
 }
 
@@ -50,7 +51,7 @@ describe("delivery outbox", () => {
     const { runId, sessionKey } = await say("patient", "are you there?");
     await waitRun(runId);
     // The first attempt, with the run, failed: the next is due baseDelayMs later, at the alarm.
-    expect(await deliveryOf(runId)).toMatchObject({
+    expect(await deliveryOf(runId, sessionKey)).toMatchObject({
       status: "retrying",
       attempts: 1,
       nextAttemptAt: t0 + 50,
@@ -72,7 +73,7 @@ describe("delivery outbox", () => {
     const third = await nextAttempt(sessionKey);
     expect(third.at).toBe(t0 + 150);
     expect(third.after).toBeUndefined();
-    expect(await deliveryOf(runId)).toMatchObject({ status: "delivered", attempts: 3 });
+    expect(await deliveryOf(runId, sessionKey)).toMatchObject({ status: "delivered", attempts: 3 });
     expect(connector.attempts()).toBe(3);
     expect(connector.delivered).toHaveLength(1);
     expect(connector.delivered[0]!.body).toMatchObject({
@@ -94,7 +95,7 @@ describe("delivery outbox", () => {
     expect(last.at).toBe(t0 + 150);
     // The third attempt was the last: its row is gone, and with it the actor's alarm.
     expect(last.after).toBeUndefined();
-    const dead = await deliveryOf(runId);
+    const dead = await deliveryOf(runId, sessionKey);
     expect(dead).toMatchObject({ status: "dead", attempts: 3 });
     expect(dead?.lastError).toMatch(/connector answered 500/);
     await drain(sessionKey);
@@ -114,7 +115,7 @@ describe("deliveries.retry", () => {
     await waitRun(runId);
     await nextAttempt(sessionKey);
     await nextAttempt(sessionKey);
-    const dead = await deliveryOf(runId);
+    const dead = await deliveryOf(runId, sessionKey);
     expect(dead).toMatchObject({ status: "dead", attempts: 3 });
     down = false;
     const retried = await rpc("deliveries.retry", { deliveryId: dead!.deliveryId });
@@ -122,7 +123,7 @@ describe("deliveries.retry", () => {
     expect(retried.payload).toEqual({ deliveryId: dead!.deliveryId, status: "pending", requeued: true });
     // Requeued, it is attempted at once (no alarm, no clock moved).
     await drain(sessionKey);
-    const delivered = await deliveryOf(runId);
+    const delivered = await deliveryOf(runId, sessionKey);
     // A fresh round of attempts: the first one of it succeeded.
     expect(delivered).toMatchObject({ status: "delivered", attempts: 1 });
     expect(connector.delivered).toHaveLength(1);
@@ -143,7 +144,7 @@ describe("deliveries.retry", () => {
     const { runId, sessionKey } = await say("owed", "still trying");
     await waitRun(runId);
     // Held clock: the delivery stays owed (retrying) until the test moves it, which it does not.
-    const owed = await deliveryOf(runId);
+    const owed = await deliveryOf(runId, sessionKey);
     expect(owed?.status).toBe("retrying");
     const retried = await rpc("deliveries.retry", { deliveryId: owed!.deliveryId });
     expect(retried.payload).toEqual({ deliveryId: owed!.deliveryId, status: "retrying", requeued: false });
@@ -167,12 +168,15 @@ describe("a connector that accepts connections and never answers", () => {
     const connector = hangingFetch("https://connector.test/");
     try {
       const runs: string[] = [];
+      let sessionKey = "";
       for (let i = 0; i < 5; i++) {
         const ack = (await (
           await inbound("telegram", dm(`hello ${i}`, { from: "stalled-chat" }))
         ).json()) as {
           runId: string;
+          sessionKey: string;
         };
+        sessionKey = ack.sessionKey;
         // Well inside one delivery attempt's timeout (15 s): a run that waited for the
         // connector would not be done.
         const done = await waitRun(ack.runId, 6_000);
@@ -181,7 +185,7 @@ describe("a connector that accepts connections and never answers", () => {
       }
       expect(connector.calls()).toBeGreaterThanOrEqual(1);
       for (const runId of runs) {
-        const d = await eventually(async () => deliveryOf(runId));
+        const d = await eventually(async () => deliveryOf(runId, sessionKey));
         expect(["pending", "retrying"]).toContain(d.status);
       }
     } finally {

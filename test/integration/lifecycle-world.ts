@@ -273,8 +273,13 @@ export interface Delivery {
   deliveredAt?: number;
 }
 
+/** A run's reply delivery as its session's deliveries read now (its actor's outcomes written first). */
 export async function deliveryOf(runId: string, status?: string): Promise<Delivery | undefined> {
-  const list = await rpc<{ deliveries: Delivery[] }>("deliveries.list", status ? { status } : {});
+  const run = await rpc<{ sessionKey: string }>("runs.get", { runId });
+  const list = await rpc<{ deliveries: Delivery[] }>("deliveries.list", {
+    sessionKey: run.payload.sessionKey,
+    ...(status ? { status } : {}),
+  });
   return list.payload.deliveries.find((d) => d.deliveryId === `${runId}:reply`);
 }
 

@@ -1,14 +1,15 @@
 /**
- * The delivery outbox over a real Durable Object's SQLite: its in-memory count of owed rows stays
- * exact through adds, repeats and settled attempts, so an alarm with nothing owed costs no query
- * and an owed delivery is never skipped.
+ * The delivery outbox over a real Durable Object's SQLite: its in-memory count of rows stays
+ * exact through adds, repeats, settled attempts and recorded outcomes, so an alarm with nothing
+ * owed costs no query and an owed delivery is never skipped; each attempt's outcome is kept
+ * until it is recorded, a failed one due at once.
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load";
 import type { DeliveryPayload } from "../../src/delivery/deliver";
-import { DeliveryOutbox } from "../../src/delivery/outbox";
+import { DeliveryOutbox, OUTCOME_RECORD_DELAY_MS } from "../../src/delivery/outbox";
 import { actor, fakeConnector } from "./support";
 
 function payload(n: number): DeliveryPayload {
@@ -46,13 +47,12 @@ describe("DeliveryOutbox", () => {
     await runInDurableObject(
       actor("agent:main:telegram:dm:outbox"),
       async (_i: unknown, state: DurableObjectState) => {
-        state.storage.sql.exec(DeliveryOutbox.DDL);
+        state.storage.sql.exec(DeliveryOutbox.DDL_CURRENT);
         const { sql, seen } = counted(state.storage.sql);
         const outbox = new DeliveryOutbox(
           sql,
           () => env,
           () => loadConfig(env),
-          async () => {},
           () => {},
         );
         // Counted once, on first use; kept in memory from then on.
@@ -60,33 +60,88 @@ describe("DeliveryOutbox", () => {
         expect(seen).toEqual(["SELECT"]);
         for (let n = 0; n < 5; n++) {
           expect((await outbox.addAndAttempt(payload(n), 5_000))?.status).toBe("delivered");
-          // A repeat of a settled delivery adds it again (it is owed again), then settles it.
+          // A repeat while its outcome is kept answers that outcome and posts nothing.
           if (n === 2) expect((await outbox.addAndAttempt(payload(n), 5_000))?.status).toBe("delivered");
         }
+        expect(connector.delivered).toHaveLength(5);
+        // Each outcome stays until D1 shows it, due to be written alone a while later.
+        const kept = outbox.unrecorded();
+        expect(kept.map((o) => [o.deliveryId, o.state.status])).toEqual(
+          [0, 1, 2, 3, 4].map((n) => [`outbox-test-${n}:reply`, "delivered"]),
+        );
+        const due = outbox.recordDue() ?? 0;
+        expect(due).toBeGreaterThan(Date.now() + OUTCOME_RECORD_DELAY_MS - 5_000);
+        expect(outbox.nextDue()).toBe(due);
+        // Nothing is owed: dispatching starts nothing.
+        outbox.dispatch();
+        expect(connector.delivered).toHaveLength(5);
+        outbox.recorded(kept);
         expect(state.storage.sql.exec("SELECT COUNT(*) AS n FROM outbox").one().n).toBe(0);
 
         seen.length = 0;
         outbox.dispatch();
         expect(outbox.nextDue()).toBeUndefined();
+        expect(outbox.unrecorded()).toEqual([]);
         expect(seen).toEqual([]);
 
         // Owed again: found by the next dispatch, and settled by it.
         outbox.add(payload(9));
         expect(outbox.nextDue()).toBeTypeOf("number");
         outbox.dispatch();
-        await expect.poll(() => connector.delivered.length, { timeout: 5_000 }).toBe(7);
-        await expect.poll(() => outbox.nextDue(), { timeout: 5_000 }).toBeUndefined();
+        await expect.poll(() => connector.delivered.length, { timeout: 5_000 }).toBe(6);
+        await expect.poll(() => outbox.unrecorded().length, { timeout: 5_000 }).toBe(1);
       },
     );
     expect(connector.delivered.map((d) => d.body.text)).toEqual([
       "reply 0",
       "reply 1",
       "reply 2",
-      "reply 2",
       "reply 3",
       "reply 4",
       "reply 9",
     ]);
+    connector.restore();
+  });
+
+  it("records a failed attempt's outcome at once, and only the newest of a row's outcomes", async () => {
+    let answer = 503;
+    const connector = fakeConnector(() => answer);
+    await runInDurableObject(
+      actor("agent:main:telegram:dm:outbox-failed"),
+      async (_i: unknown, state: DurableObjectState) => {
+        state.storage.sql.exec(DeliveryOutbox.DDL_CURRENT);
+        const outbox = new DeliveryOutbox(
+          state.storage.sql,
+          () => env,
+          () => loadConfig(env),
+          () => {},
+        );
+        const first = await outbox.addAndAttempt(payload(1), 5_000);
+        expect(first?.status).toBe("retrying");
+        // A delivery in trouble is due to be recorded now, not after the delay.
+        expect(outbox.recordDue()).toBeLessThanOrEqual(Date.now());
+        const read = outbox.unrecorded();
+        expect(read.map((o) => o.state.status)).toEqual(["retrying"]);
+        // The retry delivers before the first outcome is recorded: recording what was read
+        // leaves the newer outcome in place.
+        answer = 200;
+        // The retry comes due (as the next instance after a restart would find it).
+        state.storage.sql.exec(`UPDATE outbox SET next_at = 0`);
+        const next = new DeliveryOutbox(
+          state.storage.sql,
+          () => env,
+          () => loadConfig(env),
+          () => {},
+        );
+        next.dispatch();
+        await expect.poll(() => next.unrecorded()[0]?.state.status, { timeout: 3_000 }).toBe("delivered");
+        next.recorded(read);
+        expect(next.unrecorded().map((o) => o.state.status)).toEqual(["delivered"]);
+        next.recorded(next.unrecorded());
+        expect(next.nextDue()).toBeUndefined();
+      },
+    );
+    expect(connector.delivered).toHaveLength(1);
     connector.restore();
   });
 });

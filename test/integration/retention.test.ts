@@ -18,7 +18,7 @@ describe("run id retention in a SessionActor", () => {
     const ids = (instance: SessionActor) => {
       const sql = (instance as unknown as { ctx: DurableObjectState }).ctx.storage.sql;
       return sql
-        .exec<{ run_id: string }>(`SELECT run_id FROM received WHERE run_id LIKE 'r-%' ORDER BY run_id`)
+        .exec<{ run_id: string }>(`SELECT run_id FROM run_ids WHERE run_id LIKE 'r-%' ORDER BY run_id`)
         .toArray()
         .map((r) => r.run_id);
     };
@@ -26,15 +26,15 @@ describe("run id retention in a SessionActor", () => {
     await runInDurableObject(stub, async (instance: SessionActor) => {
       const sql = (instance as unknown as { ctx: DurableObjectState }).ctx.storage.sql;
       const now = Date.now();
-      sql.exec(`INSERT INTO received (run_id, result, at) VALUES ('r-old', '{}', ?)`, now - 31 * DAY);
-      sql.exec(`INSERT INTO received (run_id, result, at) VALUES ('r-recent', '{}', ?)`, now - DAY);
+      sql.exec(`INSERT INTO run_ids (run_id, result, at) VALUES ('r-old', '{}', ?)`, now - 31 * DAY);
+      sql.exec(`INSERT INTO run_ids (run_id, result, at) VALUES ('r-recent', '{}', ?)`, now - DAY);
       const kv = (instance as unknown as { store: { kvSet(k: string, v: string): void } }).store;
       kv.kvSet("swept_at", "0");
       await instance.alarm();
       expect(ids(instance)).toEqual(["r-recent"]);
 
       // Within the hour the next alarm does not scan again.
-      sql.exec(`INSERT INTO received (run_id, result, at) VALUES ('r-old2', '{}', ?)`, now - 31 * DAY);
+      sql.exec(`INSERT INTO run_ids (run_id, result, at) VALUES ('r-old2', '{}', ?)`, now - 31 * DAY);
       await instance.alarm();
       expect(ids(instance)).toEqual(["r-old2", "r-recent"]);
 

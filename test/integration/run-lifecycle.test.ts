@@ -5,9 +5,10 @@
  * fails). The next instance, woken by its alarm, resumes from that state: the run ends once,
  * its messages are stored once, its reply reaches the chat once per delivery id.
  *
- * `finalized`, `continued` and `done` are one synchronous step for a run without a flow
- * (nothing can die between them); `delivered` follows `done` in the background (the `done`
- * case). A flow run's hand-off between `finalized` and `done` is the `continued` case.
+ * `finalized` is the D1 batch the reply waits for (SPEC §17: D1 shows what the chat has seen);
+ * `replied` is the reply's first attempt after it; a flow run's hand-off before `done` is the
+ * `continued` case; `delivered` follows `done` in the background (the `done` case), and the
+ * outcome is `recorded` with the session's next write.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
@@ -101,8 +102,10 @@ describe("a crash right after each transition of the run lifecycle", () => {
     w.holdModel = true;
     const ack = await send(id, "think");
     await eventually(async () => w.requests.length === 1);
-    // Running, checkpointed, its start (and accept) still in the journal.
-    expect(await backlogOf(key)).toMatchObject({ runs: 1, records: 1 });
+    // Running, checkpointed; D1 gets the run with its finalize (runs.get asks the actor).
+    expect(await backlogOf(key)).toMatchObject({ runs: 1, records: 0 });
+    expect(await selectEach("SELECT run_id FROM runs WHERE run_id = ?", ack.runId)).toEqual([]);
+    expect((await rpc("runs.get", { runId: ack.runId })).payload).toMatchObject({ status: "running" });
     await restart(w, key);
 
     await resumesOnce(w, key, ack.runId, ["user", "assistant"]);
@@ -132,33 +135,37 @@ describe("a crash right after each transition of the run lifecycle", () => {
     expect(w.requests[2]?.map((m) => m.role)).toEqual(["user", "assistant", "tool"]);
   });
 
-  it("ended: a run whose reply's first attempt was under way finalizes once", async () => {
+  it("ended: a run whose finalize batch was under way writes it once, and only then replies", async () => {
     const id = "lc-ended";
-    const { w, key } = await scene(id, { config: behind() });
-    w.holdConnector = true;
-    const ack = await send(id, "reply please");
-    await eventually(async () => w.connectorAttempts === 1);
+    let held = true;
+    const { w, key } = await scene(id, { config: behind(), holdBatch: (n) => n === 0 && held });
+    const ack = await send(id, "almost done");
+    await eventually(async () => w.events.some((e) => e.startsWith("batch ")));
+    // The reply waits for its run's records: nothing was posted while the batch is on its way.
+    expect(w.connectorAttempts).toBe(0);
+    held = false;
     await restart(w, key);
 
     await resumesOnce(w, key, ack.runId, ["user", "assistant"]);
     // The model was not asked again: the outcome was durable.
     expect(w.requests).toHaveLength(1);
+    expect(repliesTo(w, ack.runId)).toHaveLength(1);
   });
 
-  it("replied: a run whose finalize batch was under way writes it once", async () => {
+  it("replied: a run whose reply's first attempt was under way delivers it, its records written once", async () => {
     const id = "lc-replied";
-    let held = true;
-    const { w, key } = await scene(id, { config: behind(), holdBatch: (n) => n === 0 && held });
-    const ack = await send(id, "almost done");
-    await eventually(async () => w.delivered.length === 1);
-    await eventually(async () => w.events.some((e) => e.startsWith("batch ")));
-    held = false;
+    const { w, key } = await scene(id, { config: behind() });
+    w.holdConnector = true;
+    const ack = await send(id, "reply please");
+    await eventually(async () => w.connectorAttempts === 1);
+    // The chat is being answered: D1 shows the run's reply already (SPEC §17).
+    expect(await selectEach("SELECT status, reply FROM runs WHERE run_id = ?", ack.runId)).toEqual([
+      { status: "ok", reply: "re: reply please" },
+    ]);
     await restart(w, key);
 
     await resumesOnce(w, key, ack.runId, ["user", "assistant"]);
     expect(w.requests).toHaveLength(1);
-    // The reply was posted once: the outbox row and the checkpoint knew it was delivered.
-    expect(repliesTo(w, ack.runId)).toHaveLength(1);
   });
 
   it("continued: a flow run whose next step was being handed on hands it on once", async () => {
@@ -213,14 +220,44 @@ describe("a crash right after each transition of the run lifecycle", () => {
     expect(await backlogOf(keyB)).toMatchObject({ runs: 0, deliveries: 0, records: 0, alarm: null });
   });
 
+  it("recorded: a delivered reply's outcome the instance kept is recorded by the next one, posted once", async () => {
+    const id = "lc-recorded";
+    const { w, key } = await scene(id, { config: behind() });
+    const ack = await send(id, "keep it");
+    expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
+    // Delivered; its outcome waits for the session's next write.
+    expect(await backlogOf(key)).toMatchObject({ runs: 0, deliveries: 0, outcomes: 1 });
+    expect(
+      await selectEach("SELECT status FROM deliveries WHERE delivery_id = ?", `${ack.runId}:reply`),
+    ).toEqual([]);
+    await restart(w, key);
+
+    const next = await send(id, "and again");
+    expect(await waitRun(next.runId)).toMatchObject({ status: "ok" });
+    // The next run's finalize carried it.
+    expect(
+      await selectEach("SELECT status FROM deliveries WHERE delivery_id = ?", `${ack.runId}:reply`),
+    ).toEqual([{ status: "delivered" }]);
+    await drain(key);
+    expect(repliesTo(w, ack.runId)).toHaveLength(1);
+    expect(repliesTo(w, next.runId)).toHaveLength(1);
+  });
+
   it("done: a reply whose first attempt failed is delivered once by the next instance", async () => {
     const id = "lc-done";
-    const { w, key } = await scene(id, { config: behind() });
+    // Retries far enough apart that the connector is still owed when the process dies.
+    const config = scripted({
+      session: { writeBehind: true },
+      delivery: { maxAttempts: 8, baseDelayMs: 500, maxDelayMs: 1000 },
+    });
+    const { w, key } = await scene(id, { config });
     w.connectorStatus = 503;
     const ack = await send(id, "deliver later");
     expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
-    expect(await deliveryOf(ack.runId)).toMatchObject({ status: "retrying", attempts: 1 });
-    await restart(w, key);
+    // A failed attempt is recorded at once (a delivery in trouble is the operator's to see).
+    expect(await deliveryOf(ack.runId)).toMatchObject({ status: "retrying" });
+    await crash(w);
+    await setupActor(key, w, { config });
     w.connectorStatus = 200;
 
     await eventually(async () => {

@@ -160,17 +160,18 @@ export async function waitRun(runId: string, timeoutMs = 10_000) {
 
 /**
  * Waits until the session's actor has nothing left to do or to write: no queued or running
- * run, and no deferred D1 records in its journal (a connector's message is recorded after its
- * ack, with the run's next write).
+ * run, no delivery owed, then has it record its deliveries' outcomes (they wait for the
+ * session's next write, see session/records.ts).
  */
 export async function actorSettled(sessionKey: string) {
   await eventually(() =>
     runInDurableObject(actor(sessionKey), (_instance, state) => {
-      const count = (table: string) =>
-        state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
-      return count("queue") === 0 && count("d1_pending") === 0;
+      const count = (table: string, where = "") =>
+        state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table} ${where}`).one().n;
+      return count("queue") === 0 && count("d1_pending") === 0 && count("outbox", "WHERE done = 0") === 0;
     }),
   );
+  await actor(sessionKey).recordOutcomes(sessionKey);
 }
 
 /** Runs a pending alarm of the actor right away, if one is set. */
@@ -182,8 +183,10 @@ export function fireAlarm(sessionKey: string) {
 export interface ActorBacklog {
   /** Runs queued or running (`queue`). */
   runs: number;
-  /** Deliveries owed (`outbox`): a row stays until its attempt in flight has settled. */
+  /** Deliveries owed (`outbox`): a row stays owed until its attempt in flight has settled. */
   deliveries: number;
+  /** Outcomes of attempts D1 does not show yet (`outbox` rows with a state). */
+  outcomes: number;
   /** D1 records deferred in its journal (`d1_pending`). */
   records: number;
   /** When its alarm is set to go off, or null. */
@@ -195,15 +198,16 @@ export interface ActorBacklog {
 
 export function backlogOf(sessionKey: string): Promise<ActorBacklog> {
   return runInDurableObject(actor(sessionKey), async (_instance, state) => {
-    const count = (table: string) =>
-      state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table}`).one().n;
+    const count = (table: string, where = "") =>
+      state.storage.sql.exec<{ n: number }>(`SELECT count(*) AS n FROM ${table} ${where}`).one().n;
     return {
       runs: count("queue"),
-      deliveries: count("outbox"),
+      deliveries: count("outbox", "WHERE done = 0"),
+      outcomes: count("outbox", "WHERE state IS NOT NULL"),
       records: count("d1_pending"),
       alarm: await state.storage.getAlarm(),
-      finished: count("finished"),
-      received: count("received"),
+      finished: count("run_ids", "WHERE outcome IS NOT NULL"),
+      received: count("run_ids"),
     };
   });
 }
@@ -213,21 +217,22 @@ export function outboxOf(sessionKey: string) {
   return runInDurableObject(actor(sessionKey), (_instance, state) =>
     state.storage.sql
       .exec<{ deliveryId: string; attempts: number; nextAt: number }>(
-        `SELECT delivery_id AS deliveryId, attempts, next_at AS nextAt FROM outbox ORDER BY next_at`,
+        `SELECT delivery_id AS deliveryId, attempts, next_at AS nextAt FROM outbox WHERE done = 0 ORDER BY next_at`,
       )
       .toArray(),
   );
 }
 
 const DRAIN_TIMEOUT_MS = 5000;
-const idle = (b: ActorBacklog) => !b.runs && !b.deliveries && !b.records && b.alarm === null;
+const idle = (b: ActorBacklog) => !b.runs && !b.deliveries && !b.outcomes && !b.records && b.alarm === null;
 
 /**
  * Lets the actors of `sessionKeys` finish everything they have to do, so that a test can then
  * assert that nothing more happened (no second delivery, no new run) without sleeping: a due
  * alarm is run at once, work under way (a run, an attempt in flight) is waited for, and it
- * returns once two reads in a row find every actor without runs, deliveries owed, deferred
- * records or an alarm, and with no run ended or message received in between (so work one of
+ * returns once two reads in a row find every actor without runs, deliveries owed or outcomes
+ * not recorded (it has them written), deferred records or an alarm, and with no run ended or
+ * message received in between (so work one of
  * them handed to another after it was read is seen). Throws, naming what is left, when that
  * does not happen within DRAIN_TIMEOUT_MS: work left for later (a backoff's alarm) is a
  * failure here, not something to wait out; with a held clock, move it on (`advanceToAlarm`).
@@ -238,8 +243,13 @@ export async function drain(...sessionKeys: string[]): Promise<void> {
   for (;;) {
     const backlogs: Record<string, ActorBacklog> = {};
     for (const key of sessionKeys) {
-      const backlog = await backlogOf(key);
+      let backlog = await backlogOf(key);
       if (backlog.alarm !== null && backlog.alarm <= Date.now()) await runDurableObjectAlarm(actor(key));
+      // Outcomes wait for the session's next write: a read of its deliveries writes them.
+      if (backlog.outcomes && !backlog.runs && !backlog.deliveries) {
+        await actor(key).recordOutcomes(key);
+        backlog = await backlogOf(key);
+      }
       backlogs[key] = backlog;
     }
     const seen = JSON.stringify(backlogs);
@@ -283,19 +293,27 @@ export async function advanceToAlarm(sessionKey: string): Promise<number | null>
 
 /**
  * The next attempt of the delivery the actor owes first, under a held clock (`holdClock`): the
- * clock moves to the actor's alarm, which makes it. Returns once that attempt has settled (its
+ * clock moves to the actor's alarms (an earlier one records an outcome) until the one that
+ * makes it. Returns once that attempt has settled (its
  * outbox row counts one attempt more, or is gone: delivered or dead), with the row before it,
  * the alarm's time and the row after it.
  */
 export async function nextAttempt(sessionKey: string) {
   const [before] = await outboxOf(sessionKey);
   if (!before) throw new Error(`${sessionKey} owes no delivery`);
-  const at = await advanceToAlarm(sessionKey);
-  const settled = await eventually(async () => {
+  const attempted = async () => {
     const row = (await outboxOf(sessionKey)).find((r) => r.deliveryId === before.deliveryId);
     return (!row || row.attempts > before.attempts) && { row };
-  });
-  return { before, at, after: settled.row };
+  };
+  // An alarm before the attempt's (an outcome to record) is run on the way.
+  for (let alarms = 0; alarms < 5; alarms++) {
+    const at = await advanceToAlarm(sessionKey);
+    if (at === null) break;
+    if (at < before.nextAt) continue;
+    const settled = await eventually(attempted);
+    return { before, at, after: settled.row };
+  }
+  throw new Error(`${sessionKey}: no alarm made the attempt due at ${before.nextAt}`);
 }
 
 let counter = 0;

@@ -57,8 +57,10 @@ function delivery(
 describe("transcript retention (session.retention.days)", () => {
   it("deletes what is older than the cutoff and keeps what is newer or still owed", async () => {
     const now = Date.now();
+    // A transcript's row is as old as its first message (its first run's): the current one
+    // began 8 days ago.
     const [current] = await seedSessions([
-      sessionRow({ key: "agent:ret:main", agentId: "ret", kind: "main" }),
+      sessionRow({ key: "agent:ret:main", agentId: "ret", kind: "main", createdAt: now - 8 * DAY - 1 }),
     ]);
     const oldSessionId = crypto.randomUUID();
     await recordTranscript(env, oldSessionId, "agent:ret:main", now - 10 * DAY);
@@ -101,10 +103,10 @@ describe("transcript retention (session.retention.days)", () => {
     expect(status.retention?.lastWork).toMatchObject({ messages: 7, transcripts: 1, runs: 1, deliveries: 2 });
   });
 
-  it("deletes in bounded chunks, oldest first, and says when more is left", async () => {
+  it("deletes a transcript's oldest messages first, in bounded chunks, and says when more is left", async () => {
     const now = Date.now();
     const sessionId = crypto.randomUUID();
-    await recordTranscript(env, sessionId, "agent:ret:chunks", now);
+    await recordTranscript(env, sessionId, "agent:ret:chunks", now - 30 * DAY);
     await seedMessages(sessionId, transcriptMessages("c", 7, { start: now - 30 * DAY }));
     const config = parseConfig(configText({ session: { retention: { days: 1 } } }));
     const first = await applyRetention(env, config, now, { chunk: 2, messageChunks: 2 });

@@ -3,6 +3,8 @@
  * attempt is recorded with its signature check; while "up" a correctly signed delivery is
  * answered 200 and recorded in `deliveries`, while "down" every attempt is answered 503.
  * Duplicates are recorded too (never dropped), so tests can prove there were none.
+ * `onDelivery` lets a test act while the gateway's POST is still open: its hook runs for each
+ * delivery about to be accepted and is awaited before the connector answers.
  */
 import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
 import "./workers-crypto.ts";
@@ -33,7 +35,12 @@ export interface DeliveryAttempt {
   signatureCheck: string;
   raw: string;
   body: DeliveryBody | undefined;
+  /** What the `onDelivery` hook threw for this delivery, if it threw (the delivery is still accepted). */
+  hookError?: string;
 }
+
+/** Runs for a delivery about to be accepted; the connector answers once it has settled. */
+export type DeliveryHook = (body: DeliveryBody, attempt: DeliveryAttempt) => Promise<void> | void;
 
 export interface FakeConnector {
   /** Base URL, e.g. http://127.0.0.1:1234/deliver. */
@@ -48,6 +55,16 @@ export interface FakeConnector {
   /** Accepted deliveries whose body matches. */
   deliveriesFor(match: Partial<DeliveryBody>): DeliveryAttempt[];
   attemptsFor(match: Partial<DeliveryBody>): DeliveryAttempt[];
+  /**
+   * Sets (or, with undefined, removes) the hook run for every correctly signed delivery the
+   * connector is about to accept (up, body parsed), awaited before it answers: what the hook
+   * reads of the gateway, it reads while the gateway's POST is still open. A hook that throws or
+   * rejects does not change the answer (200): its error is kept in `hookErrors` and on the attempt.
+   * The attempt is recorded in `attempts` / `deliveries` once the hook has settled.
+   */
+  onDelivery(hook: DeliveryHook | undefined): void;
+  /** Every error a hook threw, in order. */
+  hookErrors: Array<{ attempt: DeliveryAttempt; error: unknown }>;
   close(): Promise<void>;
 }
 
@@ -65,7 +82,9 @@ function matches(body: DeliveryBody | undefined, match: Partial<DeliveryBody>): 
 export async function startFakeConnector(secret: string): Promise<FakeConnector> {
   const deliveries: DeliveryAttempt[] = [];
   const attempts: DeliveryAttempt[] = [];
+  const hookErrors: FakeConnector["hookErrors"] = [];
   let isDown = false;
+  let hook: DeliveryHook | undefined;
 
   const handle = async (req: IncomingMessage, res: ServerResponse) => {
     const at = Date.now();
@@ -93,6 +112,14 @@ export async function startFakeConnector(secret: string): Promise<FakeConnector>
       raw,
       body,
     };
+    if (status === 200 && body && hook) {
+      try {
+        await hook(body, attempt);
+      } catch (error) {
+        attempt.hookError = error instanceof Error ? (error.stack ?? error.message) : String(error);
+        hookErrors.push({ attempt, error });
+      }
+    }
     attempts.push(attempt);
     if (status === 200) deliveries.push(attempt);
     res.writeHead(status, { "content-type": "text/plain" });
@@ -124,6 +151,10 @@ export async function startFakeConnector(secret: string): Promise<FakeConnector>
     },
     deliveriesFor: (match) => deliveries.filter((d) => matches(d.body, match)),
     attemptsFor: (match) => attempts.filter((d) => matches(d.body, match)),
+    onDelivery(next) {
+      hook = next;
+    },
+    hookErrors,
     async close() {
       server.closeAllConnections();
       server.close();

@@ -17,6 +17,16 @@
  * auth/signature.ts (HMAC signatures, stable ids, constant-time compare) is pure and usable by all.
  * The CLI (cli/, bin/) is a Node program that speaks to a gateway over HTTP: it imports nothing
  * from src/, and src/ nothing from it.
+ *
+ * Inside src/session/ (the SessionActor), by subfolder:
+ *   entry/rules, freshness, reset-trigger, flows/plans, context/system-prompt   pure rules: no other module of the actor
+ *   storage/                                                                   the actor's SQLite: nothing else of the actor
+ *   d1/                                      the D1 write path: storage/ and the entry's rules only
+ *   context/, chat/, flows/                  what a run uses: not the run itself (run/ but its live state, queue
+ *                                            types and admission rules), the scheduler or the actor
+ *   run/                                     the run: anything but the scheduler and the actor
+ *   scheduler.ts                             the alarm and the passes: run/, d1/, storage/ as types
+ *   actor.ts                                 wires them; nothing in the actor imports it
  */
 const layer = (name, forbidden) => ({
   name: `${name}-layer`,
@@ -76,6 +86,55 @@ module.exports = {
       comment: "Worker code never depends on the CLI.",
       from: { path: "^src/" },
       to: { path: "^(cli|bin)/" },
+    },
+    // --- inside the SessionActor (src/session/) ----------------------------------------------
+    {
+      name: "session-pure-rules",
+      severity: "error",
+      comment: "The actor's pure rules use no other module of the actor",
+      from: {
+        path: "^src/session/(entry/(rules|freshness|reset-trigger)|flows/plans|context/system-prompt)\\.ts$",
+      },
+      to: {
+        path: "^src/session/",
+        pathNot: "^src/session/(entry/(rules|freshness|reset-trigger)|flows/plans|context/system-prompt)\\.ts$",
+      },
+    },
+    {
+      name: "session-storage",
+      severity: "error",
+      comment: "src/session/storage/ (the actor's SQLite) uses nothing else of the actor",
+      from: { path: "^src/session/storage/" },
+      to: { path: "^src/session/", pathNot: "^src/session/storage/" },
+    },
+    {
+      name: "session-d1",
+      severity: "error",
+      comment: "src/session/d1/ (the D1 write path) uses only storage/ and the entry's rules",
+      from: { path: "^src/session/d1/" },
+      to: { path: "^src/session/", pathNot: "^src/session/(d1/|storage/|entry/rules\\.ts$)" },
+    },
+    {
+      name: "session-run-users",
+      severity: "error",
+      comment:
+        "context/, chat/ and flows/ serve a run: they do not drive it (run/ only for its live state, queue types and admission rules)",
+      from: { path: "^src/session/(context|chat|flows)/" },
+      to: { path: "^src/session/(run/(lifecycle|turn|waiters)\\.ts$|scheduler\\.ts$|actor\\.ts$)" },
+    },
+    {
+      name: "session-run",
+      severity: "error",
+      comment: "src/session/run/ does not reach the scheduler or the actor",
+      from: { path: "^src/session/run/" },
+      to: { path: "^src/session/(scheduler|actor)\\.ts$" },
+    },
+    {
+      name: "session-actor-on-top",
+      severity: "error",
+      comment: "Nothing in the SessionActor imports actor.ts (src/index.ts exports it)",
+      from: { path: "^src/session/", pathNot: "^src/session/actor\\.ts$" },
+      to: { path: "^src/session/actor\\.ts$" },
     },
     layer("ui", ["routes", "http/app"]),
     {

@@ -12,7 +12,7 @@
  */
 import type { Config } from "../config/schema";
 import { applyExpiryChanges, dueSessions, type ExpiryChange } from "../db/maintenance";
-import { entryExpiry } from "../session/entry";
+import { entryExpiry } from "../session/entry/rules";
 
 export const SWEEP_CHUNK = 100;
 export const SWEEP_MAX_CHUNKS = 10;

@@ -71,7 +71,7 @@ export function upsertSessionStatement(db: D1Database, row: SessionRow): D1Prepa
 }
 
 /**
- * The columns an upsert of a run's entry leaves alone (session/record-statements.ts
+ * The columns an upsert of a run's entry leaves alone (session/d1/statements.ts
  * `runEntryStatement`): set when the entry or its transcript began, or by a patch written whole.
  */
 const RUN_KEEPS = new Set(["key", "agentId", "kind", "createdAt", "spawnedBy", "sessionId", "label"]);

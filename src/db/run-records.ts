@@ -1,6 +1,6 @@
 /**
  * Named D1 queries behind a connector's run being recorded after its ack (SPEC §4, see
- * session/records.ts): the registry that leads from a run id to its session (`run_prefixes`,
+ * session/d1/records.ts): the registry that leads from a run id to its session (`run_prefixes`,
  * keys/run-id.ts) and the records D1 kept refusing (`dead_records`, RPC `records.dead`).
  */
 import { and, desc, eq, lt, or } from "drizzle-orm";

@@ -11,6 +11,7 @@ import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
 import { accountWith } from "../connectors/registry";
 import type { Outgoing } from "../connectors/types";
+import { every } from "../time/waits";
 
 export type DeliveryKind = "reply" | "announce" | "notice";
 
@@ -152,8 +153,7 @@ export function showActivity(
       console.error(`activity on ${route.channel}: ${error instanceof Error ? error.message : error}`),
     );
   void ping();
-  const timer = setInterval(ping, ACTIVITY_EVERY_MS);
-  return () => clearInterval(timer);
+  return every(ACTIVITY_EVERY_MS, ping);
 }
 
 /** Delay before attempt `attempt + 1`, after `attempt` failures. */

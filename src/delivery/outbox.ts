@@ -21,6 +21,7 @@ import type { DeliveryContext, SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import { DurableDocumentError } from "../runs/durable";
+import { within } from "../time/waits";
 import {
   ATTEMPT_TIMEOUT_MS,
   type AttemptState,
@@ -88,22 +89,6 @@ export class DeliveryOutbox {
    * write of the table (this instance is its only writer), so a step reads them once.
    */
   private due: { attempt: number | null; record: number | null } | undefined;
-
-  static readonly DDL = `CREATE TABLE IF NOT EXISTS outbox (
-    delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL)`;
-  /** Schema version 6: outcomes kept until D1 shows them. */
-  static readonly DDL_V6 = [
-    `ALTER TABLE outbox ADD COLUMN done INTEGER NOT NULL DEFAULT 0`,
-    `ALTER TABLE outbox ADD COLUMN state TEXT`,
-    `ALTER TABLE outbox ADD COLUMN state_v INTEGER NOT NULL DEFAULT 0`,
-    `ALTER TABLE outbox ADD COLUMN record_at INTEGER`,
-    `ALTER TABLE outbox ADD COLUMN created_at INTEGER`,
-  ];
-  /** The outbox as a new actor creates it (the current shape). */
-  static readonly DDL_CURRENT = `CREATE TABLE IF NOT EXISTS outbox (
-    delivery_id TEXT PRIMARY KEY, payload TEXT NOT NULL, attempts INTEGER NOT NULL, next_at INTEGER NOT NULL,
-    done INTEGER NOT NULL DEFAULT 0, state TEXT, state_v INTEGER NOT NULL DEFAULT 0, record_at INTEGER,
-    created_at INTEGER) WITHOUT ROWID`;
 
   constructor(
     private readonly sql: SqlStorage,
@@ -326,23 +311,13 @@ export class DeliveryOutbox {
    * outcome replaces that when it settles).
    */
   private async wait(attempt: InFlight, waitMs: number, id: string): Promise<AttemptState | undefined> {
-    const wait = this.healthy ? waitMs : 0;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => {
-        attempt.abandoned = true;
-        // Too slow to wait for: the next runs do not wait, until an attempt succeeds.
-        this.healthy = false;
-        resolve(undefined);
-      }, wait);
-    });
-    try {
-      const settled = await Promise.race([attempt.settled, late]);
-      if (!settled && this.inFlight.has(id)) this.markPending(id);
-      return settled;
-    } finally {
-      if (timer !== undefined) clearTimeout(timer);
-    }
+    const settled = await within(attempt.settled, this.healthy ? waitMs : 0);
+    if (settled || !this.inFlight.has(id)) return settled;
+    attempt.abandoned = true;
+    // Too slow to wait for: the next runs do not wait, until an attempt succeeds.
+    this.healthy = false;
+    this.markPending(id);
+    return undefined;
   }
 
   /** A delivery whose attempt is under way and has no outcome yet is recorded as pending, now. */

@@ -20,7 +20,7 @@ import { limitBody } from "../http/body-limit";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
 import { enqueueOperatorRun, waitForOperatorRun } from "../rpc/runs";
 import { initFromKey } from "../runs/entry-init";
-import { parseCommand } from "../session/commands";
+import { parseCommand } from "../session/chat/commands";
 import {
   agentOfModel,
   answerBase,

@@ -140,7 +140,7 @@ export async function enqueueOperatorRun(
 
 /**
  * The sessions a run id that D1 does not show yet may belong to: a connector's message is
- * acknowledged before its run is recorded (session/records.ts), and its run id names its
+ * acknowledged before its run is recorded (session/d1/records.ts), and its run id names its
  * session (keys/run-id.ts). Usually one key; none for an id nobody handed out.
  */
 function sessionsOfRunId(env: Env, runId: string): Promise<string[]> {
@@ -376,7 +376,7 @@ export const RUN_METHODS: Record<string, Method> = {
   "records.dead": method(
     z.strictObject({ limit: z.number().optional(), cursor: z.string().min(1).optional() }),
     async (p, { env }) => {
-      // Deferred records D1 refused again and again (session/records.ts), newest first.
+      // Deferred records D1 refused again and again (session/d1/records.ts), newest first.
       const page = await newestFirst(
         "records.dead",
         p,

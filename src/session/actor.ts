@@ -1,23 +1,23 @@
 /**
  * SessionActor: one Durable Object per session key, owning the live state of that key. This
  * class is its public face (the methods the Worker, the tools and other actors call over DO
- * RPC, and the alarm) and wires together the modules that do the work, each through the
- * narrow port it needs (`ports.ts`):
- * - `lifecycle.ts`    the one path of a run, queued to done, with where each state is durable
- * - `actor-steps.ts`  steps that never overlap: the run started at once, the alarm as backstop
- * - `admission.ts`    enqueue: dedupe, freshness and reset, triggers, collect/cap
- * - `executor.ts`     a run's turn: model, tools, compaction, notices
- * - `actor-store.ts`  its DO SQLite: schema, kv, entry, dedupe and outcome records
- * - `run-queue.ts`    the durable FIFO run queue and a run's checkpoint
- * - `durable-state.ts` the schema and version of every JSON document it stores
- * - `records.ts`      every D1 read and write (a run's records in its finalize, before its reply)
- * - `commands.ts`     chat commands (`/stop`, `/status`, `/send`, `/context`, `/compact`)
- * - `outbound.ts`     what a run posts, and deliveries made outside runs
- * - `flow-runner.ts`  sessions_send exchanges and sub-agent announcements across sessions
- * - `context-store.ts` the turn context copy; `compactor.ts` compaction and the memory flush
- * - `waiters.ts`      server-side waits on runs
- * (`entry.ts`, `flows.ts`, `freshness.ts`, `reset-trigger.ts` and `system-prompt.ts` are the
- * pure rules they apply; `client.ts` reaches actors from outside.)
+ * RPC, and the alarm) and wires together the modules that do the work, handing each the host
+ * interface it declares (only what it uses):
+ * - `scheduler.ts`      the one scheduler: passes that never overlap, and the alarm for all that is due
+ * - `run/`              a run: `lifecycle.ts` (its one path, queued to recorded), `queue.ts` (the
+ *                       durable queue and checkpoints), `admission.ts`, `turn.ts` (model, tools,
+ *                       compaction, notices), `waiters.ts` (server-side waits)
+ * - `d1/`               every D1 read and write (`records.ts`: a run's records in one batch, before
+ *                       its reply), their statements, the journal earlier versions left
+ * - `storage/`          its own SQLite: schema, kv, entry, run ids (`store.ts`); every JSON document
+ *                       it keeps, versioned (`documents.ts`)
+ * - `chat/`             what the session posts (`posts.ts`) and chat commands (`commands.ts`)
+ * - `flows/`            sessions_send exchanges and sub-agent announcements (`plans.ts` pure, `handoff.ts`)
+ * - `context/`          the turn context copy, its report, compaction and the memory flush, the
+ *                       system prompt (pure)
+ * - `entry/`            the entry's pure rules (`rules.ts`, `freshness.ts`, `reset-trigger.ts`) and
+ *                       the operator's edits of it (`changes.ts`)
+ * (`client.ts` reaches actors from outside.)
  */
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config/load";
@@ -26,46 +26,63 @@ import type { SessionRow } from "../db/queries";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type { ActorError, EnqueueRequest, EnqueueResult, QueueDepth, WaitResult } from "../runs/types";
-import { ActorSteps } from "./actor-steps";
-import { ActorStore } from "./actor-store";
-import { admit } from "./admission";
-import { commandOf, runCommand } from "./commands";
-import { ContextStore, withContextCopy } from "./context-store";
-import { type EntryPatch, patchEntry, resetSession } from "./entry-ops";
-import { abortCurrent } from "./executor";
-import { type Announcement, recordAnnouncement } from "./flow-runner";
-import { attemptHead, dropQueued, queuedRunRecord } from "./lifecycle";
-import { requeueDelivery } from "./outbound";
-import type { ActorParts, LiveRun } from "./ports";
-import { type ActorRecords, d1Records, type RunRecord } from "./records";
-import { RecordsJournal } from "./records-journal";
-import { progressOf, RunQueue } from "./run-queue";
-import { RunWaiters, waitResultOf } from "./waiters";
+import { type CommandHost, commandOf, runCommand } from "./chat/commands";
+import { type PostHost, requeueDelivery } from "./chat/posts";
+import { ContextStore, withContextCopy } from "./context/copy";
+import { RecordsJournal } from "./d1/legacy-journal";
+import { type ActorRecords, d1Records, type RunRecord } from "./d1/records";
+import { type EntryHost, type EntryPatch, patchEntry, resetSession } from "./entry/changes";
+import { type Announcement, continueFlows, type FlowHost, recordAnnouncement } from "./flows/handoff";
+import { type AdmissionHost, admit } from "./run/admission";
+import {
+  type AttemptEnd,
+  attemptHead,
+  dropQueued,
+  type LifecycleHost,
+  queuedRunRecord,
+} from "./run/lifecycle";
+import { abortCurrent, type LiveRun } from "./run/live";
+import { progressOf, RunQueue } from "./run/queue";
+import { noticeToolActivity, runTurn, type TurnHost } from "./run/turn";
+import { RunWaiters, waitResultOf } from "./run/waiters";
+import { ActorScheduler } from "./scheduler";
+import { ActorStore } from "./storage/store";
 
 export class SessionActor extends DurableObject<Env> {
   private readonly store: ActorStore;
   private readonly queue: RunQueue;
   private readonly outbox: DeliveryOutbox;
   private readonly records: ActorRecords;
+  private readonly context: ContextStore;
   private readonly waiters = new RunWaiters();
   private readonly live: LiveRun = { waitingOn: new Map() };
-  private readonly steps: ActorSteps;
-  private readonly parts: ActorParts;
+  private readonly scheduler: ActorScheduler;
+  /** The modules' hosts (each the few capabilities its module declares). */
+  private readonly hosts: {
+    admission: AdmissionHost;
+    lifecycle: LifecycleHost;
+    commands: CommandHost;
+    flows: FlowHost;
+    entry: EntryHost;
+    posts: PostHost;
+  };
   /** This instance's first contact (see `wake`), shared by every call until it is done. */
   private waking: Promise<void> | undefined;
   private awake = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.store = new ActorStore(ctx.storage.sql);
-    this.queue = new RunQueue(ctx.storage.sql);
-    const context = new ContextStore(ctx.storage.sql, this.store);
+    const sql = ctx.storage.sql;
+    this.store = new ActorStore(sql);
+    this.queue = new RunQueue(sql);
+    this.context = new ContextStore(sql, this.store);
+    const schedule = () => this.scheduler.schedule();
     this.outbox = new DeliveryOutbox(
-      ctx.storage.sql,
+      sql,
       () => this.env,
       () => this.config,
       () => {
-        this.steps.scheduleAlarm().catch((error) => console.error(`alarm not set: ${error}`));
+        schedule().catch((error) => console.error(`alarm not set: ${error}`));
       },
     );
     this.records = withContextCopy(
@@ -77,43 +94,124 @@ export class SessionActor extends DurableObject<Env> {
           get: () => this.store.kvGet("transcript_recorded"),
           set: (sessionId) => this.store.kvSet("transcript_recorded", sessionId),
         },
-        new RecordsJournal(ctx.storage.sql),
+        new RecordsJournal(sql),
       ),
-      context,
+      this.context,
     );
     const actor = this;
-    this.parts = {
+    const { store, queue, outbox, records, context, waiters, live } = this;
+    // `env` and `config` are read on every access: they are the runtime's, per request.
+    const admission: AdmissionHost = {
+      get config() {
+        return actor.config;
+      },
+      store,
+      queue,
+      records,
+      live,
+      schedule,
+    };
+    const admitHere = (req: EnqueueRequest) => admit(admission, req);
+    const posts: PostHost = { outbox, schedule };
+    const turn: TurnHost = {
       get env() {
         return actor.env;
       },
       get config() {
         return actor.config;
       },
-      store: this.store,
-      queue: this.queue,
-      outbox: this.outbox,
-      records: this.records,
+      live,
+      store,
       context,
-      waiters: this.waiters,
-      live: this.live,
-      scheduleAlarm: () => this.steps.scheduleAlarm(),
-      enqueue: (req) => this.enqueue(req),
-      abort: (key, clearQueue) => this.abort(key, clearQueue),
-      remove: (key, deleteTranscript) => this.remove(key, deleteTranscript),
+      records,
+      outbox,
+      schedule,
     };
-    this.steps = new ActorSteps({
+    const flows: FlowHost = {
+      get env() {
+        return actor.env;
+      },
+      get config() {
+        return actor.config;
+      },
+      store,
+      records,
+      outbox,
+      schedule,
+      admit: admitHere,
+    };
+    this.hosts = {
+      admission,
+      posts,
+      flows,
+      lifecycle: {
+        get config() {
+          return actor.config;
+        },
+        queue,
+        store,
+        records,
+        outbox,
+        waiters,
+        schedule,
+        turn: (spec, runId, progress, steps) => runTurn(turn, spec, runId, progress, steps),
+        noticeTools: (spec, runId, produced, appended) =>
+          noticeToolActivity(turn, spec, runId, produced, appended),
+        continueFlows: (runId, spec, progress, outcome) =>
+          continueFlows(flows, runId, spec, progress, outcome),
+      },
+      commands: {
+        get env() {
+          return actor.env;
+        },
+        get config() {
+          return actor.config;
+        },
+        store,
+        queue,
+        live,
+        records,
+        context,
+        outbox,
+        schedule,
+        admit: admitHere,
+        stop: async () => (await this.stopRuns()).aborted,
+      },
+      entry: {
+        get config() {
+          return actor.config;
+        },
+        store,
+        records,
+      },
+    };
+    this.scheduler = new ActorScheduler({
       storage: ctx.storage,
       waitUntil: (promise) => ctx.waitUntil(promise),
-      store: this.store,
-      queue: this.queue,
-      outbox: this.outbox,
-      records: this.records,
-      attempt: (row) => attemptHead(this.parts, row),
+      store,
+      queue,
+      outbox,
+      records,
+      attempt: async (row) => this.afterAttempt(await attemptHead(this.hosts.lifecycle, row)),
+      timeOut: () => abortCurrent(live, "timeout"),
     });
   }
 
   private get config(): Config {
     return loadConfig(this.env);
+  }
+
+  /** What an attempt left to do: a sub-agent with cleanup "delete" goes once it has announced. */
+  private async afterAttempt(end: AttemptEnd): Promise<void> {
+    const key = this.store.kvGet("key");
+    if (end === "remove-session" && key) await this.remove(key, true);
+  }
+
+  /** Aborts the running run and drops every waiting one; how many. */
+  private async stopRuns(): Promise<{ aborted: number }> {
+    const running = abortCurrent(this.live) ? 1 : 0;
+    const { queue, store, waiters, records } = this;
+    return { aborted: running + (await dropQueued({ queue, store, waiters, records })) };
   }
 
   /**
@@ -161,7 +259,7 @@ export class SessionActor extends DurableObject<Env> {
    */
   private async wake(): Promise<void> {
     if (this.store.kvGet("key") && !this.live.current && (await this.ctx.storage.getAlarm()) === null)
-      await this.steps.scheduleAlarm();
+      await this.scheduler.schedule();
     await this.records
       .flushLeftover()
       .catch((error) => console.error(`deferred records not written: ${error}`));
@@ -178,13 +276,13 @@ export class SessionActor extends DurableObject<Env> {
   async enqueue(req: EnqueueRequest): Promise<EnqueueResult> {
     await this.bind(req.sessionKey);
     const command = commandOf(req);
-    if (command) return runCommand(this.parts, req, command);
-    const direct = !this.live.current && !this.steps.busy;
-    if (direct) this.steps.reserve();
+    if (command) return runCommand(this.hosts.commands, req, command);
+    const direct = !this.live.current && !this.scheduler.busy;
+    if (direct) this.scheduler.reserve();
     try {
-      return await admit(this.parts, req);
+      return await admit(this.hosts.admission, req);
     } finally {
-      if (direct) this.steps.release();
+      if (direct) this.scheduler.release();
     }
   }
 
@@ -228,17 +326,17 @@ export class SessionActor extends DurableObject<Env> {
     await this.bind(sessionKey);
     await this.records.writeOutcomes();
     // The alarm set for them is no longer needed: set for what is due now.
-    if (!this.live.current && !this.steps.busy) {
-      this.steps.forgetAlarm();
-      await this.steps.scheduleAlarm();
+    if (!this.live.current && !this.scheduler.busy) {
+      this.scheduler.forgetAlarm();
+      await this.scheduler.schedule();
     }
   }
 
   /** Aborts the running run; with `clearQueue`, also drops every waiting run. Returns the count. */
   async abort(sessionKey: string, clearQueue: boolean): Promise<{ aborted: number }> {
     await this.bind(sessionKey);
-    const running = abortCurrent(this.parts) ? 1 : 0;
-    return { aborted: running + (clearQueue ? await dropQueued(this.parts) : 0) };
+    if (clearQueue) return this.stopRuns();
+    return { aborted: abortCurrent(this.live) ? 1 : 0 };
   }
 
   // -------------------------------------------------------------------------------------------
@@ -260,12 +358,12 @@ export class SessionActor extends DurableObject<Env> {
 
   async patch(sessionKey: string, fields: EntryPatch): Promise<{ ok: true; entry: SessionRow } | ActorError> {
     await this.bind(sessionKey);
-    return patchEntry(this.parts, sessionKey, fields);
+    return patchEntry(this.hosts.entry, sessionKey, fields);
   }
 
   async reset(sessionKey: string): Promise<{ key: string; sessionId: string } | ActorError> {
     await this.bind(sessionKey);
-    return resetSession(this.parts, sessionKey);
+    return resetSession(this.hosts.entry, sessionKey);
   }
 
   /** Deletes this key's entry (and, when asked, its transcripts) after aborting its runs. */
@@ -284,7 +382,7 @@ export class SessionActor extends DurableObject<Env> {
   /** Records a sub-agent announcement in this (requester) session. */
   async postAnnouncement(sessionKey: string, announcement: Announcement): Promise<{ delivered: boolean }> {
     await this.bind(sessionKey);
-    return recordAnnouncement(this.parts, sessionKey, announcement);
+    return recordAnnouncement(this.hosts.flows, sessionKey, announcement);
   }
 
   /**
@@ -294,17 +392,25 @@ export class SessionActor extends DurableObject<Env> {
    */
   async retryDelivery(sessionKey: string, payload: DeliveryPayload): Promise<{ requeued: boolean }> {
     await this.bind(sessionKey);
-    return requeueDelivery(this.parts, payload);
+    return requeueDelivery(
+      {
+        live: this.live,
+        outbox: this.outbox,
+        records: this.records,
+        schedule: () => this.scheduler.schedule(),
+      },
+      payload,
+    );
   }
 
   /** Makes sure an alarm is pending when there is work (used by the cron backstop). */
   async kick(sessionKey: string): Promise<void> {
     await this.bind(sessionKey);
-    this.steps.forgetAlarm();
-    if (!this.live.current) await this.steps.scheduleAlarm();
+    this.scheduler.forgetAlarm();
+    if (!this.live.current) await this.scheduler.schedule();
   }
 
   override async alarm(): Promise<void> {
-    await this.steps.alarm();
+    await this.scheduler.alarm();
   }
 }

@@ -4,7 +4,7 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, expect, it } from "vitest";
-import type { Announcement } from "../../src/session/flow-runner";
+import type { Announcement } from "../../src/session/flows/handoff";
 import { actor, dm, eventually, fakeConnector, inbound, waitRun } from "./support";
 
 let restore: (() => void) | undefined;

@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { getSession } from "../../src/db/queries";
 import { getRun } from "../../src/db/runs";
 import type { SessionActor } from "../../src/session/actor";
-import type { ActorStore } from "../../src/session/actor-store";
+import type { ActorStore } from "../../src/session/storage/store";
 import { withActorConfig } from "./rpc-support";
 import { actor, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 

@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest";
 import { loadConfig } from "../../src/config/load";
 import type { DeliveryPayload } from "../../src/delivery/deliver";
 import { DeliveryOutbox, OUTCOME_RECORD_DELAY_MS } from "../../src/delivery/outbox";
+import { migrate } from "../../src/session/storage/schema";
 import { actor, fakeConnector } from "./support";
 
 function payload(n: number): DeliveryPayload {
@@ -47,7 +48,7 @@ describe("DeliveryOutbox", () => {
     await runInDurableObject(
       actor("agent:main:telegram:dm:outbox"),
       async (_i: unknown, state: DurableObjectState) => {
-        state.storage.sql.exec(DeliveryOutbox.DDL_CURRENT);
+        migrate(state.storage.sql);
         const { sql, seen } = counted(state.storage.sql);
         const outbox = new DeliveryOutbox(
           sql,
@@ -109,7 +110,7 @@ describe("DeliveryOutbox", () => {
     await runInDurableObject(
       actor("agent:main:telegram:dm:outbox-failed"),
       async (_i: unknown, state: DurableObjectState) => {
-        state.storage.sql.exec(DeliveryOutbox.DDL_CURRENT);
+        migrate(state.storage.sql);
         const outbox = new DeliveryOutbox(
           state.storage.sql,
           () => env,

@@ -8,7 +8,7 @@ import { abortAllDurableObjects, runInDurableObject } from "cloudflare:test";
 import { describe, expect, it } from "vitest";
 import type { SessionRow } from "../../src/db/queries";
 import { runIdFor } from "../../src/keys/run-id";
-import { deferredRecordCodec } from "../../src/session/durable-state";
+import { deferredRecordCodec } from "../../src/session/storage/documents";
 import { actor, inbound, rpc, waitRun } from "./support";
 
 function journalRows(key: string): Promise<number> {

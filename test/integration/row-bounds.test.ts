@@ -6,7 +6,7 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import { queuedRunCodec } from "../../src/session/durable-state";
+import { queuedRunCodec } from "../../src/session/storage/documents";
 import { currentTimeTool } from "../../src/tools/current-time";
 import { MAX_MESSAGE_CHARS } from "../../src/transcript/message";
 import {

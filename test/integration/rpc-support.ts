@@ -15,7 +15,7 @@ import {
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
-import { newSessionRow } from "../../src/session/entry";
+import { newSessionRow } from "../../src/session/entry/rules";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { actor, configText, TOKEN } from "./support";
 

@@ -9,8 +9,8 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { SessionActor } from "../../src/session/actor";
-import { RUN_FAILED_NOTICE } from "../../src/session/outbound";
-import { MAX_RUN_ATTEMPTS, MAX_RUN_STARTS, RUN_RETRY_DELAYS_MS } from "../../src/session/run-queue";
+import { RUN_FAILED_NOTICE } from "../../src/session/chat/posts";
+import { MAX_RUN_ATTEMPTS, MAX_RUN_STARTS, RUN_RETRY_DELAYS_MS } from "../../src/session/run/queue";
 import { currentTimeTool } from "../../src/tools/current-time";
 import {
   CONNECTORS,

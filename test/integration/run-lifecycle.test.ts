@@ -1,5 +1,5 @@
 /**
- * The run lifecycle (src/session/lifecycle.ts), one crash per transition: the process dies
+ * The run lifecycle (src/session/run/lifecycle.ts), one crash per transition: the process dies
  * right after the transition is durable, while the I/O that follows it is under way (a model
  * call, a POST, a D1 batch is held, then every Durable Object is aborted and what it held
  * fails). The next instance, woken by its alarm, resumes from that state: the run ends once,

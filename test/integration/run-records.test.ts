@@ -1,5 +1,5 @@
 /**
- * What a run records, and when (src/session/lifecycle.ts): the finalize batch written before
+ * What a run records, and when (src/session/run/lifecycle.ts): the finalize batch written before
  * the reply's first attempt (SPEC §17: D1 shows what the chat has seen), the `deliveries` row
  * written once with that attempt's outcome by the session's next write (or at once for a failed
  * attempt); a run started at once, without an alarm; an alarm with a delivery due; and a
@@ -10,7 +10,7 @@ import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { databaseOfKey } from "../../src/db/placement";
 import { getSession, upsertSessionStatement, upsertSessionUnlessNewerStatement } from "../../src/db/queries";
-import { newSessionRow } from "../../src/session/entry";
+import { newSessionRow } from "../../src/session/entry/rules";
 import {
   batches,
   deliveryOf,

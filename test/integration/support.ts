@@ -161,7 +161,7 @@ export async function waitRun(runId: string, timeoutMs = 10_000) {
 /**
  * Waits until the session's actor has nothing left to do or to write: no queued or running
  * run, no delivery owed, then has it record its deliveries' outcomes (they wait for the
- * session's next write, see session/records.ts).
+ * session's next write, see session/d1/records.ts).
  */
 export async function actorSettled(sessionKey: string) {
   await eventually(() =>

@@ -1,6 +1,6 @@
-/** Parsing chat commands (src/session/commands.ts `parseCommand`, pure). */
+/** Parsing chat commands (src/session/chat/commands.ts `parseCommand`, pure). */
 import { describe, expect, it } from "vitest";
-import { parseCommand } from "../../src/session/commands";
+import { parseCommand } from "../../src/session/chat/commands";
 
 describe("parseCommand", () => {
   it("reads the commands of SPEC §12, case-insensitively", () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { DurableDocumentError } from "../../src/runs/durable";
-import { entryCodec, progressCodec, queuedRunCodec } from "../../src/session/durable-state";
-import { newSessionRow } from "../../src/session/entry";
+import { newSessionRow } from "../../src/session/entry/rules";
+import { entryCodec, progressCodec, queuedRunCodec } from "../../src/session/storage/documents";
 
 const init = { agentId: "main", kind: "group", chatType: "group" as const, channel: "telegram" };
 const entry = newSessionRow("agent:main:telegram:group:g1", init, 1_700_000_000_000, "s-1");

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { FlowMeta, RunOutcome } from "../../src/runs/types";
-import { buildAnnouncement, nextExchangeStep, REPLY_SKIP } from "../../src/session/flows";
+import { buildAnnouncement, nextExchangeStep, REPLY_SKIP } from "../../src/session/flows/plans";
 import { formatDuration, formatTokens } from "../../src/views/format";
 
 const A = "agent:main:telegram:group:a";

@@ -6,7 +6,7 @@ import {
   nextDailyBoundary,
   resolveResetPolicy,
   sessionExpiry,
-} from "../../src/session/freshness";
+} from "../../src/session/entry/freshness";
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

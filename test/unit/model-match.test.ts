@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { matchModelWord } from "../../src/agent/model-match";
 import { parseConfig } from "../../src/config/load";
-import { matchResetTrigger } from "../../src/session/reset-trigger";
+import { matchResetTrigger } from "../../src/session/entry/reset-trigger";
 
 const config = parseConfig(
   JSON.stringify({

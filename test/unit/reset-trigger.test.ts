@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
-import { matchResetTrigger } from "../../src/session/reset-trigger";
+import { matchResetTrigger } from "../../src/session/entry/reset-trigger";
 
 const config = parseConfig(JSON.stringify({ models: { aliases: { fast: "openai/gpt-4.1-mini" } } }));
 const TRIGGERS = config.session.resetTriggers;

@@ -2,7 +2,7 @@ import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
 import type { SendPolicyConfig } from "../../src/config/schema";
 import { evaluateSendPolicy, type SendPolicySubject, sessionChannel } from "../../src/policy/send-policy";
-import { entryExpiry, newSessionRow } from "../../src/session/entry";
+import { entryExpiry, newSessionRow } from "../../src/session/entry/rules";
 
 type Rule = SendPolicyConfig["rules"][number];
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { FlowMeta, SpawnMeta } from "../../src/runs/types";
-import { buildSystemPrompt, DEFAULT_SYSTEM_PROMPT } from "../../src/session/system-prompt";
+import { buildSystemPrompt, DEFAULT_SYSTEM_PROMPT } from "../../src/session/context/system-prompt";
 
 const init = { agentId: "main", kind: "group", chatType: "group" as const, channel: "telegram" };
 const base = { sessionKey: "agent:main:telegram:group:g1", init, hasThread: false };

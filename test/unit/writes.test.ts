@@ -7,7 +7,7 @@ import { recordTranscriptStatement, type SessionRow, upsertSessionStatement } fr
 import { insertDeliveryStatement, startRunStatement, updateRunStatement } from "../../src/db/runs";
 import * as schema from "../../src/db/schema";
 import { boundStatement, insertManyQuery, insertQuery } from "../../src/db/writes";
-import { newSessionRow } from "../../src/session/entry";
+import { newSessionRow } from "../../src/session/entry/rules";
 
 // The hot write statements bypass drizzle's query builder (src/db/writes.ts). Each case here
 // holds the statement beside the drizzle query it replaced: same SQL text, same bound params.

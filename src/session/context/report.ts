@@ -5,16 +5,26 @@
  * share of the model's window. `gatherContextReport` reads the actor's state; the text is made
  * by the pure `contextReportText`.
  */
-import { toolDefinitionTokens } from "../agent/loop";
-import { ModelRefError, resolveModelRef } from "../agent/models";
-import type { SessionRow } from "../db/queries";
-import { entryInitOf } from "../runs/entry-init";
-import { toolsForSession } from "../tools/registry";
-import { textOf } from "../transcript/message";
-import { estimateTokens } from "../transcript/tokens";
-import { formatTokens } from "../views/format";
-import { effectiveModel } from "../views/status-card";
-import type { ContextPort } from "./ports";
+import { toolDefinitionTokens } from "../../agent/loop";
+import { ModelRefError, resolveModelRef } from "../../agent/models";
+import type { Config } from "../../config/schema";
+import type { SessionRow } from "../../db/queries";
+import { entryInitOf } from "../../runs/entry-init";
+import { toolsForSession } from "../../tools/registry";
+import { textOf } from "../../transcript/message";
+import { estimateTokens } from "../../transcript/tokens";
+import { formatTokens } from "../../views/format";
+import { effectiveModel } from "../../views/status-card";
+import type { ActorRecords } from "../d1/records";
+import type { ContextStore } from "./copy";
+
+/** What a report of the turn context reads. */
+export interface ContextReportHost {
+  readonly config: Config;
+  readonly context: Pick<ContextStore, "ready" | "hydrate" | "load">;
+  readonly records: Pick<ActorRecords, "turnContext">;
+}
+
 import { buildSystemPrompt } from "./system-prompt";
 
 export interface ContextReport {
@@ -42,7 +52,7 @@ function sections(prompt: string): Array<{ name: string; tokens: number }> {
   }));
 }
 
-export async function gatherContextReport(a: ContextPort, entry: SessionRow): Promise<ContextReport> {
+export async function gatherContextReport(a: ContextReportHost, entry: SessionRow): Promise<ContextReport> {
   const config = a.config;
   const agent = config.agents.list.find((ag) => ag.id === entry.agentId);
   const model = effectiveModel(entry, config);

@@ -5,19 +5,30 @@
  * announcement recorded in the requester session. Step run ids derive from the flow, so a
  * step handed on twice (a finalize repeated after a restart) is queued once.
  */
-import { stableUuid } from "../auth/signature";
-import type { DeliveryContext } from "../db/queries";
-import { entryInitOf } from "../runs/entry-init";
-import type { EnqueueRequest, EntryInit, RunOutcome, SpawnMeta } from "../runs/types";
-import { boundedText, textOf } from "../transcript/message";
-import { transcriptPath } from "../views/session";
-import { ANNOUNCEMENT_SUFFIX } from "./actor-store";
-import { actorFor } from "./client";
-import { entryExpiry, newSessionRow } from "./entry";
-import { buildAnnouncement, type NextRun, nextExchangeStep, spawnAnnouncePrompt } from "./flows";
-import { queueDelivery } from "./outbound";
-import type { FlowPort } from "./ports";
-import type { QueuedRun, RunProgress } from "./run-queue";
+import { stableUuid } from "../../auth/signature";
+import type { Config } from "../../config/schema";
+import type { DeliveryContext } from "../../db/queries";
+import { entryInitOf } from "../../runs/entry-init";
+import type { EnqueueRequest, EnqueueResult, EntryInit, RunOutcome, SpawnMeta } from "../../runs/types";
+import { boundedText, textOf } from "../../transcript/message";
+import { transcriptPath } from "../../views/session";
+import { type PostHost, queueDelivery } from "../chat/posts";
+import { actorFor } from "../client";
+import type { ActorRecords } from "../d1/records";
+import { entryExpiry, newSessionRow } from "../entry/rules";
+import type { QueuedRun, RunProgress } from "../storage/documents";
+import { type ActorStore, ANNOUNCEMENT_SUFFIX } from "../storage/store";
+import { buildAnnouncement, type NextRun, nextExchangeStep, spawnAnnouncePrompt } from "./plans";
+
+/** What handing a flow on uses of the actor (other sessions are reached as actors, client.ts). */
+export interface FlowHost extends PostHost {
+  readonly env: Env;
+  readonly config: Config;
+  readonly store: Pick<ActorStore, "announced" | "keepAnnouncement" | "entry" | "saveEntry" | "markHistory">;
+  readonly records: Pick<ActorRecords, "messagesAppended" | "sessionStarted">;
+  /** Admits a run into this same session, without an RPC hop (an announce or exchange step). */
+  admit(req: EnqueueRequest): Promise<EnqueueResult>;
+}
 
 export interface Announcement {
   id: string;
@@ -28,7 +39,7 @@ export interface Announcement {
 }
 
 export async function continueFlows(
-  a: FlowPort,
+  a: FlowHost,
   runId: string,
   spec: QueuedRun,
   progress: RunProgress,
@@ -66,7 +77,7 @@ export async function continueFlows(
       spawn: { ...req.spawn, phase: "announce", task },
     };
     if (req.model) announce.model = req.model;
-    const result = await a.enqueue(announce);
+    const result = await a.admit(announce);
     if (!result.ok) throw new Error(`could not queue the announce step: ${result.message}`);
   }
   if (req.spawn?.phase === "announce" && req.spawn.task) {
@@ -91,7 +102,7 @@ export async function continueFlows(
   }
 }
 
-async function enqueueFlowStep(a: FlowPort, next: NextRun, from: EnqueueRequest): Promise<void> {
+async function enqueueFlowStep(a: FlowHost, next: NextRun, from: EnqueueRequest): Promise<void> {
   const flow = next.flow;
   const target = next.sessionKey;
   const init =
@@ -116,7 +127,7 @@ async function enqueueFlowStep(a: FlowPort, next: NextRun, from: EnqueueRequest)
     hasThread: false,
     flow,
   };
-  const result = target === from.sessionKey ? await a.enqueue(req) : await stub.enqueue(req);
+  const result = target === from.sessionKey ? await a.admit(req) : await stub.enqueue(req);
   if (!result.ok && result.code !== "RATE_LIMITED")
     throw new Error(`could not continue the exchange: ${result.message}`);
 }
@@ -126,7 +137,7 @@ async function enqueueFlowStep(a: FlowPort, next: NextRun, from: EnqueueRequest)
  * transcript with `subagent_announce` provenance, and posted to its chat route when it has one.
  */
 export async function recordAnnouncement(
-  a: FlowPort,
+  a: FlowHost,
   sessionKey: string,
   ann: Announcement,
 ): Promise<{ delivered: boolean }> {
@@ -164,6 +175,6 @@ export async function recordAnnouncement(
   const queued = route
     ? queueDelivery(a, `${ann.id}:announce`, { kind: "announce", text: ann.text }, route, entry, sessionKey)
     : Promise.resolve(false);
-  a.store.recordAnnounced(ann.id, now);
+  a.store.keepAnnouncement(ann.id, now);
   return { delivered: await queued };
 }

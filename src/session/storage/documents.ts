@@ -18,19 +18,19 @@
  * Pure: schemas and codecs only.
  */
 import { z } from "zod";
-import type { RunCheckpoint } from "../agent/loop";
-import type { SessionRow } from "../db/queries";
-import type { deliveries, runs } from "../db/schema";
-import { durableCodec } from "../runs/durable";
+import type { RunCheckpoint } from "../../agent/loop";
+import type { SessionRow } from "../../db/queries";
+import type { deliveries, runs } from "../../db/schema";
+import { durableCodec } from "../../runs/durable";
 import {
   AcceptedSchema,
   EnqueueRequestSchema,
   RunOutcomeSchema,
   SessionRowSchema,
   TranscriptMessageSchema,
-} from "../runs/schemas";
-import type { EnqueueRequest, RunOutcome } from "../runs/types";
-import type { TranscriptMessage } from "../transcript/message";
+} from "../../runs/schemas";
+import type { EnqueueRequest, RunOutcome } from "../../runs/types";
+import type { TranscriptMessage } from "../../transcript/message";
 
 // ---------------------------------------------------------------------------------------------
 // The documents' types

@@ -4,8 +4,8 @@
  * agent-to-agent or sub-agent context with the skip tokens it may answer (SPEC §6, §17), and the
  * latest compaction summary of the conversation (SPEC §5).
  */
-import type { EnqueueRequest } from "../runs/types";
-import { ANNOUNCE_SKIP, REPLY_SKIP } from "./flows";
+import type { EnqueueRequest } from "../../runs/types";
+import { ANNOUNCE_SKIP, REPLY_SKIP } from "../flows/plans";
 
 export const DEFAULT_SYSTEM_PROMPT =
   "You are a helpful assistant reached through a chat gateway. Answer concisely and use tools when they help.";

@@ -6,13 +6,29 @@
  * records.ts), any other run's are written to D1 before the answer, so the caller can read them
  * by id at once. The decision is one synchronous critical section over the actor's storage.
  */
-import type { SessionRow } from "../db/queries";
-import type { EnqueueRequest, EnqueueResult, RunInput } from "../runs/types";
-import { boundedText, MAX_MESSAGE_CHARS, type TranscriptMessage } from "../transcript/message";
-import { applyRoute, entryExpiry, isStale, newSessionRow, resetEntry } from "./entry";
-import type { AdmissionPort } from "./ports";
-import { matchResetTrigger } from "./reset-trigger";
-import { type QueuedRun, specOf } from "./run-queue";
+
+import type { Config } from "../../config/schema";
+import type { SessionRow } from "../../db/queries";
+import type { EnqueueRequest, EnqueueResult, RunInput } from "../../runs/types";
+import { boundedText, MAX_MESSAGE_CHARS, type TranscriptMessage } from "../../transcript/message";
+import type { ActorRecords } from "../d1/records";
+import { matchResetTrigger } from "../entry/reset-trigger";
+import { applyRoute, entryExpiry, isStale, newSessionRow, resetEntry } from "../entry/rules";
+import type { ActorStore } from "../storage/store";
+import type { LiveRun } from "./live";
+import { type QueuedRun, type RunQueue, specOf } from "./queue";
+
+/** What admission uses of the actor: its entry and run ids, the queue, the accept's records. */
+export interface AdmissionHost {
+  readonly config: Config;
+  readonly store: Pick<ActorStore, "accepted" | "entry" | "saveEntry" | "keepAnswer" | "hasHistory">;
+  readonly queue: Pick<RunQueue, "summary" | "insert" | "updateSpec">;
+  readonly records: Pick<ActorRecords, "runAccepted">;
+  /** The run executing now and the sessions it waits on (an answer names them). */
+  readonly live: Pick<LiveRun, "current" | "waitingOn">;
+  /** Sets the alarm for what is due (the run just queued, as a backstop). */
+  schedule(): Promise<void>;
+}
 
 const GREETING_TEXT =
   "The session was just reset. Greet the user in one short sentence and confirm the fresh start.";
@@ -45,7 +61,10 @@ function canMerge(into: QueuedRun, inputs: RunInput[], cap: number): boolean {
 }
 
 /** The earlier answer for a run id this actor already accepted, marked as a duplicate. */
-export function duplicateOf(a: AdmissionPort, runId: string): EnqueueResult | undefined {
+export function duplicateOf(
+  a: { readonly store: Pick<ActorStore, "accepted"> },
+  runId: string,
+): EnqueueResult | undefined {
   const seen = a.store.accepted(runId);
   return seen ? { ...seen, status: "duplicate" } : undefined;
 }
@@ -57,7 +76,7 @@ export function duplicateOf(a: AdmissionPort, runId: string): EnqueueResult | un
  * and runs alike. Pure over the stored entry; the caller stores the result.
  */
 export function entryForRequest(
-  a: Pick<AdmissionPort, "store" | "config">,
+  a: { readonly config: Config; readonly store: Pick<ActorStore, "entry"> },
   req: EnqueueRequest,
   now: number,
 ): { entry: SessionRow; created: boolean; reset: boolean } {
@@ -76,7 +95,7 @@ export function entryForRequest(
   return { entry, created: false, reset: false };
 }
 
-export async function admit(a: AdmissionPort, req: EnqueueRequest): Promise<EnqueueResult> {
+export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<EnqueueResult> {
   const config = a.config;
   const now = Date.now();
 
@@ -149,8 +168,8 @@ export async function admit(a: AdmissionPort, req: EnqueueRequest): Promise<Enqu
   a.store.saveEntry(entry);
   const result = { ok: true as const, runId, sessionKey: req.sessionKey, sessionId: entry.sessionId, status };
   const waitingOn = a.live.current ? [...a.live.waitingOn.keys()] : [];
-  a.store.recordAccepted(req.runId, result, now);
-  const alarmSet = a.scheduleAlarm();
+  a.store.keepAnswer(req.runId, result, now);
+  const alarmSet = a.schedule();
   // Journaled synchronously, with the queue row (the call runs to its first await here).
   const recorded = a.records.runAccepted({
     entry,

@@ -1,10 +1,11 @@
 /**
  * Server-side waits on runs (SPEC §5 `agent.wait`): callers of one SessionActor park here until
  * the run's outcome is recorded or their timeout passes. In memory on purpose: a wait is a live
- * request, and the outcome itself is durable (the actor's `finished` record), so a caller that
+ * request, and the outcome itself is durable (the actor's `run_ids` row), so a caller that
  * reconnects simply waits again.
  */
-import type { RunOutcome, WaitResult } from "../runs/types";
+import type { RunOutcome, WaitResult } from "../../runs/types";
+import { within } from "../../time/waits";
 
 /** A finished run's outcome as a wait answers it. */
 export function waitResultOf(o: RunOutcome): WaitResult {
@@ -22,20 +23,19 @@ export class RunWaiters {
   private readonly waiting = new Map<string, Set<(o: RunOutcome) => void>>();
 
   /** The run's outcome, or undefined when `timeoutMs` passed first. */
-  wait(runId: string, timeoutMs: number): Promise<RunOutcome | undefined> {
-    return new Promise((resolve) => {
-      const set = this.waiting.get(runId) ?? new Set();
-      const timer = setTimeout(() => {
-        set.delete(done);
-        resolve(undefined);
-      }, timeoutMs);
-      const done = (o: RunOutcome) => {
-        clearTimeout(timer);
-        resolve(o);
-      };
-      set.add(done);
-      this.waiting.set(runId, set);
-    });
+  async wait(runId: string, timeoutMs: number): Promise<RunOutcome | undefined> {
+    const set = this.waiting.get(runId) ?? new Set();
+    this.waiting.set(runId, set);
+    let done: (o: RunOutcome) => void = () => {};
+    const outcome = await within(
+      new Promise<RunOutcome>((resolve) => {
+        done = resolve;
+        set.add(resolve);
+      }),
+      timeoutMs,
+    );
+    set.delete(done);
+    return outcome;
   }
 
   notify(outcome: RunOutcome): void {

@@ -21,8 +21,8 @@
  * behind) are written once at the first contact of an instance (`flushLeftover`).
  */
 
-import { appendMessageStatements, turnContextRows } from "../db/messages";
-import { databaseOfKey } from "../db/placement";
+import { appendMessageStatements, turnContextRows } from "../../db/messages";
+import { databaseOfKey } from "../../db/placement";
 import {
   deleteSessionRows,
   labelTakenElsewhere,
@@ -30,22 +30,22 @@ import {
   recordTranscriptStatement,
   type SessionRow,
   writeBatch,
-} from "../db/queries";
-import { bindSessionKey, insertDeadRecordStatement, runRecordsStatement } from "../db/run-records";
-import { recordDeliveriesStatement, recordDeliveryStatement } from "../db/runs";
-import type { runs } from "../db/schema";
-import type { DeliveryPayload } from "../delivery/deliver";
-import { deliveryRow, type UnrecordedOutcome } from "../delivery/outbox";
-import { runIdPrefixOfKey } from "../keys/run-id";
-import type { TranscriptMessage } from "../transcript/message";
+} from "../../db/queries";
+import { bindSessionKey, insertDeadRecordStatement, runRecordsStatement } from "../../db/run-records";
+import { recordDeliveriesStatement, recordDeliveryStatement } from "../../db/runs";
+import type { runs } from "../../db/schema";
+import type { DeliveryPayload } from "../../delivery/deliver";
+import { deliveryRow, type UnrecordedOutcome } from "../../delivery/outbox";
+import { runIdPrefixOfKey } from "../../keys/run-id";
+import type { TranscriptMessage } from "../../transcript/message";
+import type { RecordsJournal } from "./legacy-journal";
 import {
   batchStatements,
   isUniqueViolation,
   readable,
   runEntryStatement,
   sessionStatement,
-} from "./record-statements";
-import type { RecordsJournal } from "./records-journal";
+} from "./statements";
 
 /** How long outcomes D1 refused wait before they are tried again. */
 const RECORD_RETRY_MS = 30_000;

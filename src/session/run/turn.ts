@@ -5,35 +5,47 @@
  * `verboseLevel` asks for. A run's abort controller lives in the actor's live state so `/stop`,
  * `abort` and the run timeout reach it.
  */
-import { needsCompaction, outputBudget } from "../agent/compaction";
-import { type AgentLoopResult, ProviderError, runAgentLoop } from "../agent/loop";
-import { languageModelFor, ModelRefError, resolveModelRef } from "../agent/models";
-import { providerOptionsFor } from "../agent/thinking";
-import type { DeliveryContext } from "../db/queries";
-import { showActivity } from "../delivery/deliver";
-import type { RunOutcome, RunStatus } from "../runs/types";
-import { toolsForSession } from "../tools/registry";
-import type { ToolContext } from "../tools/types";
-import type { ContentPart, TranscriptMessage } from "../transcript/message";
+import { needsCompaction, outputBudget } from "../../agent/compaction";
+import { type AgentLoopResult, ProviderError, runAgentLoop } from "../../agent/loop";
+import { languageModelFor, ModelRefError, resolveModelRef } from "../../agent/models";
+import { providerOptionsFor } from "../../agent/thinking";
+import type { Config } from "../../config/schema";
+import type { DeliveryContext } from "../../db/queries";
+import { showActivity } from "../../delivery/deliver";
+import type { RunOutcome, RunStatus } from "../../runs/types";
+import { toolsForSession } from "../../tools/registry";
+import type { ToolContext } from "../../tools/types";
+import type { ContentPart, TranscriptMessage } from "../../transcript/message";
+import type { PostHost } from "../chat/posts";
+import { postNow, toolNotice } from "../chat/posts";
+import { actorSessions } from "../client";
+import type { CompactionHost } from "../context/compaction";
+import {
+  compactBeforeTurn,
+  compactContext,
+  compactionNotice,
+  flushTools,
+  windowUse,
+} from "../context/compaction";
+import type { ContextStore } from "../context/copy";
+import { buildSystemPrompt } from "../context/system-prompt";
+import type { ActorRecords } from "../d1/records";
+import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
-import { actorSessions } from "./client";
-import { compactBeforeTurn, compactContext, compactionNotice, flushTools, windowUse } from "./compactor";
-import { postNow, toolNotice } from "./outbound";
-import type { TurnPort } from "./ports";
-import type { QueuedRun, RunProgress } from "./run-queue";
-import { buildSystemPrompt } from "./system-prompt";
+import { AbortRun, type LiveRun } from "./live";
+import type { QueuedRun, RunProgress } from "./queue";
 
-class AbortRun extends Error {
-  constructor(readonly kind: "aborted" | "timeout") {
-    super(kind === "timeout" ? "run timed out" : "run aborted");
-  }
-}
-
-/** Aborts the run executing now, if any; true when there was one. */
-export function abortCurrent(a: Pick<TurnPort, "live">): boolean {
-  if (!a.live.current) return false;
-  a.live.current.controller.abort(new AbortRun("aborted"));
-  return true;
+/**
+ * What a run's turn uses of the actor: the session's entry and context copy, the records its
+ * compaction writes, the outbox its tool notices go to (PostHost), its live state.
+ */
+export interface TurnHost extends CompactionHost, PostHost {
+  readonly env: Env;
+  readonly config: Config;
+  readonly live: LiveRun;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry">;
+  readonly context: Pick<ContextStore, "ready" | "hydrate" | "load" | "compacted">;
+  readonly records: Pick<ActorRecords, "turnContext" | "messagesAppended" | "runStarted" | "runsEnded">;
 }
 
 function hasToolCall(m: TranscriptMessage): boolean {
@@ -42,7 +54,7 @@ function hasToolCall(m: TranscriptMessage): boolean {
 
 /** Tool results as notices to the chat, when the session's `verboseLevel` asks for them. */
 export async function noticeToolActivity(
-  a: TurnPort,
+  a: TurnHost,
   spec: QueuedRun,
   runId: string,
   produced: readonly TranscriptMessage[],
@@ -75,7 +87,7 @@ export async function noticeToolActivity(
 }
 
 /** What the tools of a run act as and with. */
-function toolContextOf(a: TurnPort, spec: QueuedRun, runId: string): Omit<ToolContext, "toolCallId"> {
+function toolContextOf(a: TurnHost, spec: QueuedRun, runId: string): Omit<ToolContext, "toolCallId"> {
   const { req } = spec;
   return {
     caller: {
@@ -111,7 +123,7 @@ export interface TurnSteps {
 
 /** Runs (or resumes) the turn to its outcome; infrastructure failures propagate (the attempt is retried). */
 export async function runTurn(
-  a: TurnPort,
+  a: TurnHost,
   spec: QueuedRun,
   runId: string,
   progress: RunProgress,
@@ -125,11 +137,10 @@ export async function runTurn(
   a.live.current = { runId, controller };
   // The chat sees the agent at work while the run lasts, where its platform can show it.
   const stopActivity = req.deliver && req.route ? showActivity(req.route, config, a.env) : undefined;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  if (req.timeoutSeconds && req.timeoutSeconds > 0) {
-    const remaining = startedAt + req.timeoutSeconds * 1000 - Date.now();
-    timer = setTimeout(() => controller.abort(new AbortRun("timeout")), Math.max(0, remaining));
-  }
+  // A run past its deadline (its start + `timeoutSeconds`, in its queue row) is ended by the
+  // actor's alarm (scheduler.ts), or here when a resumed run finds it passed already.
+  if (req.timeoutSeconds && req.timeoutSeconds > 0 && startedAt + req.timeoutSeconds * 1000 <= Date.now())
+    controller.abort(new AbortRun("timeout"));
   try {
     const entry = a.store.entry();
     const agent = config.agents.list.find((ag) => ag.id === req.init.agentId);
@@ -257,7 +268,6 @@ export async function runTurn(
     // resumes from its checkpoint instead of being recorded as failed.
     throw error;
   } finally {
-    if (timer) clearTimeout(timer);
     stopActivity?.();
     a.live.current = undefined;
   }

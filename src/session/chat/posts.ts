@@ -4,16 +4,24 @@
  * policy (SPEC §9, §14); the outbox keeps each attempt's outcome until a write of the actor
  * records it in D1.
  */
-import type { DeliveryContext, SessionRow } from "../db/queries";
-import type { DeliveryKind, DeliveryPayload } from "../delivery/deliver";
-import type { DeliveryOutbox } from "../delivery/outbox";
-import type { EnqueueRequest, RunOutcome } from "../runs/types";
-import { type TranscriptMessage, textOf } from "../transcript/message";
-import { announceReply } from "./flows";
-import type { ActorParts, OutboundPort } from "./ports";
-import type { ActorRecords } from "./records";
+import type { DeliveryContext, SessionRow } from "../../db/queries";
+import type { DeliveryKind, DeliveryPayload } from "../../delivery/deliver";
+import type { DeliveryOutbox } from "../../delivery/outbox";
+import type { EnqueueRequest, RunOutcome } from "../../runs/types";
+import { type TranscriptMessage, textOf } from "../../transcript/message";
+import type { ActorRecords } from "../d1/records";
+import { announceReply } from "../flows/plans";
+import type { LiveRun } from "../run/live";
 
-export interface Outgoing {
+/** What posting to the chat uses of the actor: its outbox and the scheduler. */
+export interface PostHost {
+  readonly outbox: Pick<DeliveryOutbox, "payload" | "add" | "attemptWithin">;
+  /** Sets the alarm for what is due (the delivery just added). */
+  schedule(): Promise<void>;
+}
+
+/** What a session posts to its chat: a reply, an announcement or a notice. */
+export interface ChatPost {
   kind: DeliveryKind;
   text: string;
 }
@@ -22,7 +30,7 @@ export const RUN_FAILED_NOTICE =
   "⚠️ Sorry, something went wrong and I could not answer. Please try again later.";
 
 /** What a finished run posts to its chat, if anything. */
-export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): Outgoing | undefined {
+export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): ChatPost | undefined {
   if (req.flow?.phase === "announce") {
     const text = announceReply(outcome);
     return text ? { kind: "announce", text } : undefined;
@@ -72,9 +80,9 @@ function clip(text: string, max: number): string {
 const NOTICE_WAIT_MS = 1_000;
 
 export async function postNow(
-  a: OutboundPort,
+  a: PostHost,
   deliveryId: string,
-  out: Outgoing,
+  out: ChatPost,
   route: DeliveryContext,
   entry: SessionRow | undefined,
   sessionKey: string,
@@ -85,9 +93,9 @@ export async function postNow(
 
 /** Adds the delivery's row to the outbox and sets the alarm for it; false when send policy blocked it. */
 export async function queueDelivery(
-  a: OutboundPort,
+  a: PostHost,
   deliveryId: string,
-  out: Outgoing,
+  out: ChatPost,
   route: DeliveryContext & { replyToMessageId?: string },
   entry: SessionRow | undefined,
   sessionKey: string,
@@ -95,7 +103,7 @@ export async function queueDelivery(
   const payload = a.outbox.payload(deliveryId, out, route, entry, sessionKey);
   if (!payload) return false;
   a.outbox.add(payload);
-  await a.scheduleAlarm();
+  await a.schedule();
   return true;
 }
 
@@ -104,9 +112,11 @@ export async function queueDelivery(
  * `delivery.maxAttempts` attempts. Idempotent: a delivery still owed here is left alone.
  */
 export async function requeueDelivery(
-  a: Pick<ActorParts, "live" | "scheduleAlarm"> & {
+  a: {
+    readonly live: Pick<LiveRun, "current">;
     readonly outbox: Pick<DeliveryOutbox, "owes" | "add" | "dispatch">;
     readonly records: Pick<ActorRecords, "deliveryRequeued">;
+    schedule(): Promise<void>;
   },
   payload: DeliveryPayload,
 ): Promise<{ requeued: boolean }> {
@@ -115,6 +125,6 @@ export async function requeueDelivery(
   await a.records.deliveryRequeued(payload, Date.now());
   a.outbox.add(payload);
   a.outbox.dispatch();
-  if (!a.live.current) await a.scheduleAlarm();
+  if (!a.live.current) await a.schedule();
   return { requeued: true };
 }

@@ -14,11 +14,6 @@ export interface JournalRow {
 }
 
 export class RecordsJournal {
-  static readonly DDL = `CREATE TABLE IF NOT EXISTS d1_pending (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`;
-  static readonly DDL_V5 = `ALTER TABLE d1_pending ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0`;
-  /** The journal as a new actor creates it (the current shape, no migrations). */
-  static readonly DDL_CURRENT = `CREATE TABLE IF NOT EXISTS d1_pending (
-    id INTEGER PRIMARY KEY, body TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0)`;
   private rows: JournalRow[] | undefined;
 
   constructor(private readonly sql: SqlStorage) {}

@@ -14,17 +14,36 @@
  *   or any operator RPC message). Its confirmation is posted if either the old or the new policy
  *   allows it, so an owner always hears back once, and a session that stays closed stays silent.
  */
-import type { DeliveryContext, SessionRow } from "../db/queries";
-import { isCommandOwner } from "../policy/owners";
-import type { EnqueueRequest, EnqueueResult } from "../runs/types";
-import { VERSION } from "../version";
-import { statusCard, statusCardText } from "../views/status-card";
-import { admit, duplicateOf, entryForRequest } from "./admission";
-import { actorFor } from "./client";
-import { contextReportText, gatherContextReport } from "./context-report";
-import { entryExpiry, isStale } from "./entry";
-import { type Outgoing, queueDelivery } from "./outbound";
-import type { CommandPort } from "./ports";
+
+import type { Config } from "../../config/schema";
+import type { DeliveryContext, SessionRow } from "../../db/queries";
+import { isCommandOwner } from "../../policy/owners";
+import type { EnqueueRequest, EnqueueResult } from "../../runs/types";
+import { VERSION } from "../../version";
+import { statusCard, statusCardText } from "../../views/status-card";
+import { actorFor } from "../client";
+import { type ContextReportHost, contextReportText, gatherContextReport } from "../context/report";
+import type { ActorRecords } from "../d1/records";
+import { entryExpiry, isStale } from "../entry/rules";
+import { duplicateOf, entryForRequest } from "../run/admission";
+import type { LiveRun } from "../run/live";
+import type { RunQueue } from "../run/queue";
+import type { ActorStore } from "../storage/store";
+import { type ChatPost, type PostHost, queueDelivery } from "./posts";
+
+/** What chat commands use of the actor, and the two things they ask of its runs. */
+export interface CommandHost extends PostHost, ContextReportHost {
+  readonly env: Env;
+  readonly config: Config;
+  readonly store: Pick<ActorStore, "accepted" | "entry" | "saveEntry" | "keepAnswer">;
+  readonly queue: Pick<RunQueue, "rows">;
+  readonly live: Pick<LiveRun, "current">;
+  readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted" | "spawnedChildren" | "turnContext">;
+  /** Admits a run into this session (`/compact` queues one). */
+  admit(req: EnqueueRequest): Promise<EnqueueResult>;
+  /** Aborts this session's running run and drops its waiting ones; returns how many. */
+  stop(): Promise<number>;
+}
 
 const SEND_MODES = { on: "allow", off: "deny", inherit: null } as const;
 /** `/compact` instructions beyond this many characters are cut. */
@@ -78,7 +97,7 @@ interface Answer {
 }
 
 export async function runCommand(
-  a: CommandPort,
+  a: CommandHost,
   req: EnqueueRequest,
   command: Command,
 ): Promise<EnqueueResult> {
@@ -99,7 +118,7 @@ export async function runCommand(
     sessionId: entry.sessionId,
     status: "command" as const,
   };
-  a.store.recordAccepted(req.runId, result, now);
+  a.store.keepAnswer(req.runId, result, now);
   if (created || reset) await a.records.sessionStarted(entry, now);
   else await a.records.entryPatched(entry);
   let answer: Answer;
@@ -125,21 +144,21 @@ export async function runCommand(
 }
 
 async function postNotice(
-  a: CommandPort,
+  a: CommandHost,
   deliveryId: string,
   answer: Answer,
   route: DeliveryContext,
   sessionKey: string,
 ): Promise<void> {
-  const out: Outgoing = { kind: "notice", text: answer.text };
+  const out: ChatPost = { kind: "notice", text: answer.text };
   const allowedUnder = answer.policyOf.find((e) => a.outbox.payload(deliveryId, out, route, e, sessionKey));
   // When no policy in play allows it, queueDelivery finds it blocked and records nothing.
   await queueDelivery(a, deliveryId, out, route, allowedUnder ?? answer.policyOf[0], sessionKey);
 }
 
 /** `/stop`: aborts the current run, clears waiting runs, aborts sub-agent runs this session spawned. */
-async function stop(a: CommandPort, req: EnqueueRequest): Promise<string> {
-  const own = await a.abort(req.sessionKey, true);
+async function stop(a: CommandHost, req: EnqueueRequest): Promise<string> {
+  const own = await a.stop();
   const children = await a.records.spawnedChildren(req.sessionKey);
   let subRuns = 0;
   await Promise.all(
@@ -151,11 +170,11 @@ async function stop(a: CommandPort, req: EnqueueRequest): Promise<string> {
       }),
   );
   const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`;
-  return `Stopped ${plural(own.aborted, "run")} in this session and ${plural(subRuns, "sub-agent run")}.`;
+  return `Stopped ${plural(own, "run")} in this session and ${plural(subRuns, "sub-agent run")}.`;
 }
 
 /** `/status`: the status card of this session. */
-function status(a: CommandPort, entry: SessionRow): string {
+function status(a: CommandHost, entry: SessionRow): string {
   const rows = a.queue.rows();
   const queue = { waiting: rows.filter((r) => r.state === "queued").length, running: !!a.live.current };
   const card = statusCard(entry, entry.key, queue, a.config);
@@ -173,11 +192,11 @@ function status(a: CommandPort, entry: SessionRow): string {
  * run posts its notice when done.
  */
 async function compactCommand(
-  a: CommandPort,
+  a: CommandHost,
   req: EnqueueRequest,
   instructions: string | undefined,
 ): Promise<EnqueueResult> {
-  const result = await admit(a, {
+  const result = await a.admit({
     ...req,
     trigger: "compact",
     inputs: [],
@@ -189,7 +208,7 @@ async function compactCommand(
 
 /** `/context list|detail`: what the next model call carries, with token estimates. */
 async function context(
-  a: CommandPort,
+  a: CommandHost,
   entry: SessionRow,
   view: "list" | "detail" | undefined,
 ): Promise<string> {
@@ -199,7 +218,7 @@ async function context(
 
 /** `/send on|off|inherit`: the session's send-policy override, for owners. */
 async function send(
-  a: CommandPort,
+  a: CommandHost,
   req: EnqueueRequest,
   entry: SessionRow,
   mode: SendMode | undefined,

@@ -4,12 +4,12 @@
  * records, and when the entry's reset policy makes it stale. The SessionActor decides when these
  * apply; this module only says what they produce.
  */
-import type { Config } from "../config/schema";
-import type { DueSession } from "../db/maintenance";
-import type { DeliveryContext, Origin, SessionRow } from "../db/queries";
-import { chatTypeOfKey, isSubagentKey } from "../keys/session-key";
-import { sessionChannel } from "../policy/send-policy";
-import type { EnqueueRequest, EntryInit } from "../runs/types";
+import type { Config } from "../../config/schema";
+import type { DueSession } from "../../db/maintenance";
+import type { DeliveryContext, Origin, SessionRow } from "../../db/queries";
+import { chatTypeOfKey, isSubagentKey } from "../../keys/session-key";
+import { sessionChannel } from "../../policy/send-policy";
+import type { EnqueueRequest, EntryInit } from "../../runs/types";
 import { evaluateFreshness, type ResetPolicy, resolveResetPolicy, sessionExpiry } from "./freshness";
 
 /** A session entry as it is first created: the init's fields, counters zero, nothing else set. */

@@ -10,12 +10,15 @@
  * actor held it (seeded, imported, storage lost, or kept by an older version) is not ready
  * until `hydrate` loads it from D1 (the latest compaction entry and the messages after it).
  * Appends to a transcript that is not ready are skipped: the hydration will bring them.
- * Only one transcript is kept: starting another (a reset) drops the previous one's copy.
+ * Only one transcript is kept: starting another (a reset) drops the previous one's copy. Its
+ * table (storage/schema.ts) is keyed by message id (an append is idempotent and writes one row),
+ * in `ord` order (the largest plus one, counted by this instance, its only writer); the copy is
+ * a few hundred rows at most (compaction trims it), so it is read whole, sorted.
  */
-import { isCompaction, isFlushMessage, type TranscriptMessage } from "../transcript/message";
-import { estimateMessageTokens, estimateTokens } from "../transcript/tokens";
-import { contextStateCodec, stepCodec } from "./durable-state";
-import type { ActorRecords } from "./records";
+import { isCompaction, isFlushMessage, type TranscriptMessage } from "../../transcript/message";
+import { estimateMessageTokens, estimateTokens } from "../../transcript/tokens";
+import type { ActorRecords } from "../d1/records";
+import { contextStateCodec, stepCodec } from "../storage/documents";
 
 /** The parts of the actor's store this one uses (its kv and which transcripts it wrote). */
 export interface ContextKv {
@@ -46,17 +49,6 @@ interface ContextRow {
 }
 
 export class ContextStore {
-  static readonly DDL = `CREATE TABLE IF NOT EXISTS context (
-    ord INTEGER PRIMARY KEY AUTOINCREMENT, session_id TEXT NOT NULL, id TEXT NOT NULL UNIQUE,
-    run_id TEXT, tokens INTEGER NOT NULL, message TEXT NOT NULL)`;
-  /**
-   * The current shape: keyed by message id (an append is idempotent and writes one row), in
-   * `ord` order (the largest plus one, counted by this instance, its only writer). The copy is a
-   * few hundred rows at most (compaction trims it), so it is read whole, sorted.
-   */
-  static readonly DDL_CURRENT = `CREATE TABLE IF NOT EXISTS context (
-    session_id TEXT NOT NULL, id TEXT PRIMARY KEY, ord INTEGER NOT NULL,
-    run_id TEXT, tokens INTEGER NOT NULL, message TEXT NOT NULL) WITHOUT ROWID`;
   /** The next `ord`, once read. */
   private nextOrd: number | undefined;
 

@@ -20,15 +20,23 @@ import {
   planCompaction,
   summarize,
   type WindowUse,
-} from "../agent/compaction";
-import { ProviderError, runAgentLoop, toolDefinitionTokens } from "../agent/loop";
-import type { RetryPolicy } from "../agent/retry";
-import type { AgentTool, ToolContext } from "../tools/types";
-import type { TranscriptMessage } from "../transcript/message";
-import { estimateMessageTokens, estimateTokens } from "../transcript/tokens";
-import type { TurnContext } from "./context-store";
-import type { CompactionPort } from "./ports";
-import type { CompactionProgress } from "./run-queue";
+} from "../../agent/compaction";
+import { ProviderError, runAgentLoop, toolDefinitionTokens } from "../../agent/loop";
+import type { RetryPolicy } from "../../agent/retry";
+import type { AgentTool, ToolContext } from "../../tools/types";
+import type { TranscriptMessage } from "../../transcript/message";
+import { estimateMessageTokens, estimateTokens } from "../../transcript/tokens";
+import type { ActorRecords } from "../d1/records";
+import type { CompactionProgress } from "../storage/documents";
+import type { ActorStore } from "../storage/store";
+import type { ContextStore, TurnContext } from "./copy";
+
+/** What compaction and the memory-flush turn use of the actor. */
+export interface CompactionHost {
+  readonly store: Pick<ActorStore, "entry" | "saveEntry">;
+  readonly context: Pick<ContextStore, "compacted" | "load">;
+  readonly records: Pick<ActorRecords, "messagesAppended" | "runStarted" | "runsEnded">;
+}
 
 /** The memory tools a flush turn may use (whichever of them the session is allowed). */
 const FLUSH_TOOLS = new Set(["memory_write", "memory_read"]);
@@ -70,7 +78,7 @@ export function flushTools(tools: readonly AgentTool[]): AgentTool[] {
   return tools.filter((t) => FLUSH_TOOLS.has(t.name));
 }
 
-async function flushTurn(a: CompactionPort, p: CompactionProgress, s: CompactionSetup): Promise<void> {
+async function flushTurn(a: CompactionHost, p: CompactionProgress, s: CompactionSetup): Promise<void> {
   const flush = s.flush;
   if (!flush || p.flushed) return;
   const ctx = a.context.load(s.sessionId, s.turn?.runId);
@@ -128,7 +136,7 @@ async function flushTurn(a: CompactionPort, p: CompactionProgress, s: Compaction
  * then as it was.
  */
 export async function compactContext(
-  a: CompactionPort,
+  a: CompactionHost,
   p: CompactionProgress,
   s: CompactionSetup,
 ): Promise<CompactionResult | undefined> {
@@ -217,7 +225,7 @@ export function windowUse(
  * context as it was; other failures propagate (the alarm retries the turn, which resumes here).
  */
 export async function compactBeforeTurn(
-  a: CompactionPort,
+  a: CompactionHost,
   p: CompactionProgress,
   sessionKey: string,
   s: CompactionSetup,

@@ -2,24 +2,26 @@
  * The operator's edits of a session's entry outside runs (`sessions.patch`, `sessions.reset`):
  * the entry in the actor's storage and its D1 row, changed together.
  */
-import type { SessionRow } from "../db/queries";
-import type { ActorError } from "../runs/types";
-import type { ActorStore } from "./actor-store";
-import { entryExpiry, resetEntry } from "./entry";
-import type { ActorParts } from "./ports";
-import type { ActorRecords } from "./records";
+import type { Config } from "../../config/schema";
+import type { SessionRow } from "../../db/queries";
+import type { ActorError } from "../../runs/types";
+import type { ActorRecords } from "../d1/records";
+import type { ActorStore } from "../storage/store";
+import { entryExpiry, resetEntry } from "./rules";
 
 export type EntryPatch = Partial<
   Pick<SessionRow, "label" | "modelOverride" | "thinkingLevel" | "verboseLevel" | "sendPolicy">
 >;
 
-type EntryPort = Pick<ActorParts, "config"> & {
+/** What the operator's edits use of the actor. */
+export interface EntryHost {
+  readonly config: Config;
   readonly store: Pick<ActorStore, "entry" | "saveEntry">;
   readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted">;
-};
+}
 
 export async function patchEntry(
-  a: EntryPort,
+  a: EntryHost,
   sessionKey: string,
   fields: EntryPatch,
 ): Promise<{ ok: true; entry: SessionRow } | ActorError> {
@@ -41,7 +43,7 @@ export async function patchEntry(
 
 /** A new sessionId under the key, its settings kept. */
 export async function resetSession(
-  a: EntryPort,
+  a: EntryHost,
   sessionKey: string,
 ): Promise<{ key: string; sessionId: string } | ActorError> {
   const entry = a.store.entry();

@@ -4,8 +4,8 @@
  * the first word names one model (an alias, `provider/model`, or a model's name such as `sonnet`
  * or `gpt-4.1`: see model-match.ts); the rest of the message passes through as the first message.
  */
-import { matchModelWord } from "../agent/model-match";
-import type { Config } from "../config/schema";
+import { matchModelWord } from "../../agent/model-match";
+import type { Config } from "../../config/schema";
 
 export interface ResetTriggerMatch {
   trigger: string;

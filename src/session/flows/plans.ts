@@ -8,8 +8,8 @@
  * Pure planning: the SessionActor enqueues what these functions return, with run ids derived
  * from the flow so that a repeated finalization enqueues nothing twice.
  */
-import type { FlowMeta, RunOutcome, SpawnMeta } from "../runs/types";
-import { formatDuration, formatTokens } from "../views/format";
+import type { FlowMeta, RunOutcome, SpawnMeta } from "../../runs/types";
+import { formatDuration, formatTokens } from "../../views/format";
 
 export const REPLY_SKIP = "REPLY_SKIP";
 export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";

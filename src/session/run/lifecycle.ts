@@ -48,16 +48,16 @@
  * The actor starts the head at once when a run is admitted to an idle actor or the run before
  * it is done, and its alarm is the backstop (actor-steps.ts).
  */
-import { emptyCheckpoint } from "../agent/loop";
-import type { DeliveryContext, SessionRow } from "../db/queries";
-import type { DeliveryState, RunOutcome } from "../runs/types";
-import type { TranscriptMessage } from "../transcript/message";
+import { emptyCheckpoint } from "../../agent/loop";
+import type { Config } from "../../config/schema";
+import type { DeliveryContext, SessionRow } from "../../db/queries";
+import type { DeliveryOutbox } from "../../delivery/outbox";
+import type { DeliveryState, RunOutcome } from "../../runs/types";
+import type { TranscriptMessage } from "../../transcript/message";
+import { outboundOf } from "../chat/posts";
+import type { ActorRecords, RunRecord } from "../d1/records";
+import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
-import { noticeToolActivity, runTurn } from "./executor";
-import { continueFlows } from "./flow-runner";
-import { outboundOf } from "./outbound";
-import type { LifecyclePort } from "./ports";
-import type { RunRecord } from "./records";
 import {
   MAX_RUN_ATTEMPTS,
   MAX_RUN_STARTS,
@@ -66,8 +66,49 @@ import {
   type QueueRow,
   RUN_RETRY_DELAYS_MS,
   type RunProgress,
+  type RunQueue,
   specOf,
-} from "./run-queue";
+} from "./queue";
+import type { TurnSteps } from "./turn";
+import type { RunWaiters } from "./waiters";
+
+/**
+ * What the run lifecycle uses of the actor: the queue and its checkpoints, the entry and the
+ * run ids' outcomes, the records of a run, the outbox its reply goes to, its waiters; and the
+ * modules it hands a run to: its turn (run/turn.ts), its tool notices, its flow's next step
+ * (flows/handoff.ts).
+ */
+export interface LifecycleHost {
+  readonly config: Config;
+  readonly queue: Pick<
+    RunQueue,
+    | "beginAttempt"
+    | "attemptFailed"
+    | "start"
+    | "progress"
+    | "saveProgress"
+    | "othersWaiting"
+    | "rows"
+    | "remove"
+  >;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "markHistory" | "keepOutcome">;
+  readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
+  readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
+  readonly waiters: Pick<RunWaiters, "notify">;
+  turn(spec: QueuedRun, runId: string, progress: RunProgress, steps: TurnSteps): Promise<RunOutcome>;
+  noticeTools(
+    spec: QueuedRun,
+    runId: string,
+    produced: readonly TranscriptMessage[],
+    appended: readonly TranscriptMessage[],
+  ): Promise<void>;
+  continueFlows(runId: string, spec: QueuedRun, progress: RunProgress, outcome: RunOutcome): Promise<void>;
+  /** Sets the alarm for what is due (a run's deadline, once it has started). */
+  schedule(): Promise<void>;
+}
+
+/** What an attempt leaves the actor to do: remove its session (a sub-agent with cleanup "delete"). */
+export type AttemptEnd = "remove-session" | undefined;
 
 /** How long a run waits for its reply's first attempt before going on without its outcome. */
 export const FIRST_ATTEMPT_WAIT_MS = 1_000;
@@ -77,7 +118,7 @@ export const FIRST_ATTEMPT_WAIT_MS = 1_000;
  * run whose attempts are spent (or whose stored state can no longer be read) ends `error`
  * with its cause, so the queue moves on (SPEC §5: no run can wedge a session).
  */
-export async function attemptHead(a: LifecyclePort, row: QueueRow): Promise<void> {
+export async function attemptHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd> {
   const starts = a.queue.beginAttempt(row);
   if (starts > MAX_RUN_STARTS) {
     const last = row.last_error ? `; last error: ${row.last_error}` : "";
@@ -88,7 +129,7 @@ export async function attemptHead(a: LifecyclePort, row: QueueRow): Promise<void
     );
   }
   try {
-    await executeHead(a, row);
+    return await executeHead(a, row);
   } catch (error) {
     const cause = causeOf(error);
     const failures = (row.attempts ?? 0) + 1;
@@ -98,6 +139,7 @@ export async function attemptHead(a: LifecyclePort, row: QueueRow): Promise<void
     }
     const delay = RUN_RETRY_DELAYS_MS[failures - 1] ?? RUN_RETRY_DELAYS_MS.at(-1) ?? 0;
     a.queue.attemptFailed(row, cause, Date.now() + delay);
+    return undefined;
   }
 }
 
@@ -107,23 +149,27 @@ function causeOf(error: unknown): string {
 }
 
 /** queued → started → stepped… → ended, then on through `finalize`. */
-async function executeHead(a: LifecyclePort, row: QueueRow): Promise<void> {
+async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd> {
   const spec = specOf(row);
   const runId = row.run_id;
   const stored = a.queue.progress(row);
   const progress: RunProgress = stored ?? { startedAt: Date.now(), loop: emptyCheckpoint() };
-  if (!stored) a.queue.start(row, progress);
+  if (!stored) {
+    a.queue.start(row, progress, spec.req.timeoutSeconds);
+    // Its deadline is a due item of the actor's alarm.
+    if (spec.req.timeoutSeconds) await a.schedule();
+  }
   const save = () => a.queue.saveProgress(row, progress);
 
   if (!progress.outcome) {
     await recordStart(a, row, spec, progress);
-    progress.outcome = await runTurn(a, spec, runId, progress, {
+    progress.outcome = await a.turn(spec, runId, progress, {
       save,
       stepped: async (appended) => {
         // The checkpoint holds the step's messages (`run_steps`): a restart resumes after this
         // step. D1 gets them with the run's finalize, in the run's one round trip.
         save();
-        await noticeToolActivity(a, spec, runId, progress.loop.produced, appended);
+        await a.noticeTools(spec, runId, progress.loop.produced, appended);
       },
     });
     const entry = a.store.entry();
@@ -133,9 +179,9 @@ async function executeHead(a: LifecyclePort, row: QueueRow): Promise<void> {
     }
     // ended: its last message is held in the checkpoint with the outcome (the run's end removes
     // both with its row; no step row is written for it).
-    a.queue.saveProgress(row, progress, false, true);
+    a.queue.saveProgress(row, progress, true);
   }
-  await finalize(a, row, spec, progress, progress.outcome);
+  return finalize(a, row, spec, progress, progress.outcome);
 }
 
 /**
@@ -143,7 +189,7 @@ async function executeHead(a: LifecyclePort, row: QueueRow): Promise<void> {
  * it, its inputs and what a resumed run produced appended. Otherwise its finalize writes it.
  */
 async function recordStart(
-  a: LifecyclePort,
+  a: LifecycleHost,
   row: QueueRow,
   spec: QueuedRun,
   progress: RunProgress,
@@ -219,12 +265,12 @@ function accountRun(
  * (added once) and hands its flow on again (step ids derive from the flow).
  */
 async function finalize(
-  a: LifecyclePort,
+  a: LifecycleHost,
   row: QueueRow,
   spec: QueuedRun,
   progress: RunProgress,
   outcome: RunOutcome,
-): Promise<void> {
+): Promise<AttemptEnd> {
   const { req } = spec;
   const entry = a.store.entry();
   const out = outboundOf(req, outcome);
@@ -271,16 +317,14 @@ async function finalize(
     delivery = first?.status ?? "pending";
   }
   // continued: the flow's next step, once the run is in D1.
-  await continueFlows(a, row.run_id, spec, progress, outcome);
+  await a.continueFlows(row.run_id, spec, progress, outcome);
   // done: the run leaves the queue in one synchronous step.
   const finished: RunOutcome = { ...outcome, delivery };
   a.queue.remove(row);
-  a.store.recordFinished(finished, Date.now());
+  a.store.keepOutcome(finished, Date.now());
   a.waiters.notify(finished);
-  if (req.spawn?.phase === "announce" && req.spawn.cleanup === "delete") {
-    // The announcement is recorded in the requester: the child can go.
-    await a.remove(req.sessionKey, true);
-  }
+  // The announcement is recorded in the requester: the child can go.
+  return req.spawn?.phase === "announce" && req.spawn.cleanup === "delete" ? "remove-session" : undefined;
 }
 
 /**
@@ -289,7 +333,7 @@ async function finalize(
  * fails, the run leaves the queue anyway with its outcome kept for waiters and the cause in
  * the logs, and its D1 row is ended if it can be.
  */
-async function giveUp(a: LifecyclePort, row: QueueRow, error: string): Promise<void> {
+async function giveUp(a: LifecycleHost, row: QueueRow, error: string): Promise<AttemptEnd> {
   const now = Date.now();
   let spec: QueuedRun | undefined;
   let progress: RunProgress | undefined;
@@ -319,15 +363,14 @@ async function giveUp(a: LifecyclePort, row: QueueRow, error: string): Promise<v
           ending.inputsLeftOut = true;
         }
         a.queue.saveProgress(row, ending);
-        await finalize(a, row, spec, ending, ending.outcome);
-        return;
+        return await finalize(a, row, spec, ending, ending.outcome);
       } catch (finalizeError) {
         console.error(`run ${row.run_id}: could not be finalized: ${causeOf(finalizeError)}`);
       }
     }
   }
   a.queue.remove(row);
-  a.store.recordFinished(outcome, now);
+  a.store.keepOutcome(outcome, now);
   a.waiters.notify(outcome);
   try {
     const run = spec ? runRecordOf(row.run_id, spec, row.enqueued_at) : undefined;
@@ -346,9 +389,12 @@ async function giveUp(a: LifecyclePort, row: QueueRow, error: string): Promise<v
  * Waiting runs dropped before they started (`abort` with `clearQueue`): each is done at once,
  * `aborted`, its waiters answered and its D1 row ended. Returns how many.
  */
-export async function dropQueued(
-  a: Pick<LifecyclePort, "queue" | "store" | "waiters" | "records">,
-): Promise<number> {
+export async function dropQueued(a: {
+  readonly queue: Pick<RunQueue, "rows" | "remove">;
+  readonly store: Pick<ActorStore, "entry" | "keepOutcome">;
+  readonly waiters: Pick<RunWaiters, "notify">;
+  readonly records: Pick<ActorRecords, "runsEnded">;
+}): Promise<number> {
   const now = Date.now();
   const dropped: RunRecord[] = [];
   for (const row of a.queue.rows()) {
@@ -360,7 +406,7 @@ export async function dropQueued(
       endedAt: now,
       error: "aborted before start",
     };
-    a.store.recordFinished(outcome, now);
+    a.store.keepOutcome(outcome, now);
     a.waiters.notify(outcome);
     let run: RunRecord = {
       ...outcome,

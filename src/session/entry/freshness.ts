@@ -3,9 +3,9 @@
  * after `idleMinutes` without a user interaction; when both apply, whichever expires first
  * wins. Pure functions: the caller supplies `now`.
  */
-import { ownEntry } from "../config/lookup";
-import type { Config } from "../config/schema";
-import { localFields, offsetMs } from "../time/zones";
+import { ownEntry } from "../../config/lookup";
+import type { Config } from "../../config/schema";
+import { localFields, offsetMs } from "../../time/zones";
 
 export interface ResetPolicy {
   mode: "daily" | "idle";

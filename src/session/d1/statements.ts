@@ -4,22 +4,22 @@
  * multi-row statement per table, a journal row this version cannot read kept as stored in
  * `dead_records`; and which D1 error is a label taken (a unique index refused the entry).
  */
-import { appendMessageStatements } from "../db/messages";
+import { appendMessageStatements } from "../../db/messages";
 import {
   recordTranscriptsStatement,
   type SessionRow,
   upsertSessionRunStatement,
   upsertSessionStatement,
   upsertSessionUnlessNewerStatement,
-} from "../db/queries";
-import { insertDeadRecordStatement, runRecordsStatement } from "../db/run-records";
-import { insertDeliveriesStatement } from "../db/runs";
-import { DurableDocumentError } from "../runs/durable";
-import { TERMINAL } from "../runs/types";
-import type { TranscriptMessage } from "../transcript/message";
-import { type DeferredRecord, deferredRecordCodec } from "./durable-state";
-import { closedAt } from "./entry";
-import type { JournalRow } from "./records-journal";
+} from "../../db/queries";
+import { insertDeadRecordStatement, runRecordsStatement } from "../../db/run-records";
+import { insertDeliveriesStatement } from "../../db/runs";
+import { DurableDocumentError } from "../../runs/durable";
+import { TERMINAL } from "../../runs/types";
+import type { TranscriptMessage } from "../../transcript/message";
+import { closedAt } from "../entry/rules";
+import { type DeferredRecord, deferredRecordCodec } from "../storage/documents";
+import type { JournalRow } from "./legacy-journal";
 
 /** A journal row's record, or why it cannot be read. */
 export function readable(row: JournalRow): DeferredRecord | DurableDocumentError {

@@ -4,6 +4,7 @@
  * and routes; it never runs an agent turn itself.
  */
 import { Hono } from "hono";
+import { TrieRouter } from "hono/router/trie-router";
 import { ConfigError, loadConfig } from "../config/load";
 import { StorageBindingError } from "../db/placement";
 import { checkPlacement, StorageListChangedError } from "../db/placement-check";
@@ -19,6 +20,7 @@ import { ui } from "../ui/app";
 import { VERSION } from "../version";
 import { limitBody } from "./body-limit";
 import { ApiError, errorBody, INVALID_CONFIG_MESSAGE } from "./errors";
+import { ENDPOINTS, type Endpoint, pathOf, prefixOf, SURFACE } from "./surface";
 
 function configLoads(env: Env): boolean {
   try {
@@ -31,9 +33,11 @@ function configLoads(env: Env): boolean {
 }
 
 /** The RPC methods that serve while the databases are placed with another list: they fix it. */
-const REBALANCE_PATHS = new Set(["/rpc/storage.rebalance", "/rpc/storage.verify"]);
+const REBALANCE_PATHS = new Set(
+  ["storage.rebalance", "storage.verify"].map((method) => pathOf(SURFACE.rpc, { method })),
+);
 
-export const app = new Hono<{ Bindings: Env }>()
+const guarded = new Hono<{ Bindings: Env }>()
   // Nothing is served from databases placed with another `storage.d1` (SPEC §19).
   .use("*", async (c, next) => {
     // An invalid config is the routes' to answer (the operator sees its messages there).
@@ -47,48 +51,36 @@ export const app = new Hono<{ Bindings: Env }>()
       }
     }
     await next();
-  })
-  .get("/healthz", (c) => {
+  });
+for (const endpoint of ENDPOINTS) if (endpoint.bodyLimit) guarded.use(endpoint.path, limitBody);
+
+export const app = guarded
+  .get(SURFACE.healthz.path, (c) => {
     // A gateway with an invalid config is not healthy: this answers the generic 500.
     loadConfig(c.env);
     return c.json({ ok: true, version: VERSION });
   })
-  .use("/hooks/*", limitBody)
-  .use("/rpc/*", limitBody)
-  .use("/tools/*", limitBody)
-  .use("/mcp", limitBody)
-  .use("/ui/*", limitBody)
-  .use("/connectors/*", limitBody)
-  .route("/hooks/inbound", inbound)
-  .route("/connectors", connectors)
-  .route("/hooks", hooks)
-  .route("/rpc", rpc)
-  .route("/tools", toolsInvoke)
-  .route("/mcp", mcp)
-  .route("/v1/transcripts", transcripts)
-  // The OpenAI-compatible API (chat/completions, models); it applies the body limit itself,
-  // so a too-large body is answered in OpenAI's error shape.
-  .route("/v1", openai)
-  .route("/ui", ui);
+  .route("/", inbound)
+  .route("/", connectors)
+  .route("/", hooks)
+  .route("/", rpc)
+  .route("/", toolsInvoke)
+  .route("/", mcp)
+  .route("/", transcripts)
+  .route("/", openai)
+  .route(prefixOf(SURFACE.dashboard), ui);
 
-// Known paths with the wrong method: 405 naming the method to use, instead of a bare 404.
-const ALLOWED: Array<[RegExp, string]> = [
-  [/^\/healthz$/, "GET"],
-  [/^\/rpc\/[^/]+$/, "POST"],
-  [/^\/tools\/invoke$/, "POST"],
-  [/^\/mcp$/, "POST"],
-  [/^\/hooks\/inbound\/[^/]+$/, "POST"],
-  [/^\/connectors\/[^/]+(\/[^/]+)?$/, "POST"],
-  [/^\/hooks\/(agent|wake)$/, "POST"],
-  [/^\/v1\/transcripts\/[^/]+$/, "GET"],
-  [/^\/v1\/chat\/completions$/, "POST"],
-  [/^\/v1\/models(\/.+)?$/, "GET"],
-];
+/** The endpoints whose path a request's path is, to answer a wrong method with a 405. */
+const byPath = new TrieRouter<Endpoint>();
+for (const endpoint of ENDPOINTS) byPath.add("ALL", endpoint.path, endpoint);
 
+// A known path with the wrong method: 405 naming the methods to use, instead of a bare 404.
 app.notFound((c) => {
   const path = new URL(c.req.url).pathname;
-  const allowed = ALLOWED.find(([re]) => re.test(path))?.[1];
-  if (allowed && allowed !== c.req.method) {
+  const [matched] = byPath.match(c.req.method, path);
+  const methods: string[] = [...new Set(matched.flatMap(([endpoint]) => endpoint.methods))];
+  if (methods.length && !methods.includes(c.req.method)) {
+    const allowed = methods.join(", ");
     c.header("allow", allowed);
     return c.json(
       errorBody("METHOD_NOT_ALLOWED", `${c.req.method} is not allowed on ${path}; use ${allowed}`),

@@ -12,6 +12,7 @@ import { ownEntry } from "../config/lookup";
 import { accountWith } from "../connectors/registry";
 import { postDelivery } from "../delivery/deliver";
 import { ApiError, parseJsonBody } from "../http/errors";
+import { SURFACE } from "../http/surface";
 import { normalizeChannel } from "../keys/session-key";
 import { acceptInbound } from "./inbound-pipeline";
 
@@ -47,7 +48,7 @@ function connectorFor(env: Env, channelParam: string, accountParam: string | und
 }
 
 export const connectors = new Hono<{ Bindings: Env }>()
-  .get("/:channel/:accountId?", (c) => {
+  .get(SURFACE.platform.path, (c) => {
     const { module, account, secrets } = connectorFor(
       c.env,
       c.req.param("channel"),
@@ -58,7 +59,7 @@ export const connectors = new Hono<{ Bindings: Env }>()
     const answer = module.handshake(new URL(c.req.url), account, secrets);
     return c.text(answer.body, answer.status as 200 | 403);
   })
-  .post("/:channel/:accountId?", async (c) => {
+  .post(SURFACE.platform.path, async (c) => {
     const { config, channel, accountId, module, account, secrets } = connectorFor(
       c.env,
       c.req.param("channel"),

@@ -23,6 +23,7 @@ import { loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import { getSession, type SessionRow } from "../db/queries";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
+import { SURFACE } from "../http/surface";
 import { defaultAgentId } from "../keys/agent-binding";
 import {
   agentIdOfKey,
@@ -170,9 +171,9 @@ async function waitFor(env: Env, sessionKey: string, runId: string) {
   return completionOf(result);
 }
 
-// The guard is per route: this app is mounted at /hooks, beside /hooks/inbound and its signatures.
+// The guard is per route: /hooks/inbound, beside these, is the bridge's, with its signatures.
 export const hooks = new Hono<{ Bindings: Env }>()
-  .post("/agent", requireHooksToken(), async (c) => {
+  .post(SURFACE.hooksAgent.path, requireHooksToken(), async (c) => {
     const config = loadConfig(c.env);
     const body = parseInput(AgentHook, parseJsonBody(await c.req.text()));
     const agentId = agentFor(body.agentId, config);
@@ -222,7 +223,7 @@ export const hooks = new Hono<{ Bindings: Env }>()
     if (!body.waitForCompletion) return c.json(answer);
     return c.json({ ...answer, completion: await waitFor(c.env, sessionKey, result.runId) });
   })
-  .post("/wake", requireHooksToken(), async (c) => {
+  .post(SURFACE.hooksWake.path, requireHooksToken(), async (c) => {
     const config = loadConfig(c.env);
     const body = parseInput(WakeHook, parseJsonBody(await c.req.text()));
     const agentId = agentFor(body.agentId, config);

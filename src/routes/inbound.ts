@@ -9,10 +9,11 @@ import { loadConfig } from "../config/load";
 import { ownEntry } from "../config/lookup";
 import { InboundMessage } from "../connectors/inbound-message";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
+import { SURFACE } from "../http/surface";
 import { normalizeAccountId, normalizeChannel } from "../keys/session-key";
 import { acceptInbound } from "./inbound-pipeline";
 
-export const inbound = new Hono<{ Bindings: Env }>().post("/:channel", async (c) => {
+export const inbound = new Hono<{ Bindings: Env }>().post(SURFACE.bridge.path, async (c) => {
   const config = loadConfig(c.env);
   const channel = normalizeChannel(c.req.param("channel"));
   const connector = ownEntry(config.connectors, channel);

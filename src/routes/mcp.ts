@@ -25,6 +25,7 @@ import { Hono } from "hono";
 import { requireToken } from "../auth/bearer";
 import { ConfigError, loadConfig } from "../config/load";
 import { ApiError, parseJsonBody } from "../http/errors";
+import { SURFACE } from "../http/surface";
 import type { AgentTool } from "../tools/types";
 import { VERSION } from "../version";
 import {
@@ -149,18 +150,22 @@ function serverFor(env: Env, acting: ActingSession): McpServer {
   return mcp;
 }
 
-export const mcp = new Hono<{ Bindings: Env }>().post("/", requireToken("GATEWAY_TOKEN"), async (c) => {
-  const acting = await actingSessionOf(c.env, c.req);
-  const server = serverFor(c.env, acting);
-  const transport = new WebStandardStreamableHTTPServerTransport({
-    sessionIdGenerator: undefined,
-    enableJsonResponse: true,
-  });
-  await server.connect(transport);
-  try {
-    // JSON responses: the answer is complete when this resolves, so the server can close.
-    return await transport.handleRequest(c.req.raw);
-  } finally {
-    await server.close();
-  }
-});
+export const mcp = new Hono<{ Bindings: Env }>().post(
+  SURFACE.mcp.path,
+  requireToken("GATEWAY_TOKEN"),
+  async (c) => {
+    const acting = await actingSessionOf(c.env, c.req);
+    const server = serverFor(c.env, acting);
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    await server.connect(transport);
+    try {
+      // JSON responses: the answer is complete when this resolves, so the server can close.
+      return await transport.handleRequest(c.req.raw);
+    } finally {
+      await server.close();
+    }
+  },
+);

@@ -18,6 +18,7 @@ import { getSession } from "../db/queries";
 import { getRun } from "../db/runs";
 import { limitBody } from "../http/body-limit";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
+import { SURFACE } from "../http/surface";
 import { enqueueOperatorRun, waitForOperatorRun } from "../rpc/runs";
 import { initFromKey } from "../runs/entry-init";
 import { parseCommand } from "../session/chat/commands";
@@ -60,12 +61,12 @@ function asOpenAIError(error: unknown): OpenAIError {
 }
 
 export const openai = new Hono<{ Bindings: Env }>()
-  .get("/models", requireToken("GATEWAY_TOKEN"), (c) => c.json(modelList(loadConfig(c.env))))
-  .get("/models/:model{.+}", requireToken("GATEWAY_TOKEN"), (c) => {
+  .get(SURFACE.models.path, requireToken("GATEWAY_TOKEN"), (c) => c.json(modelList(loadConfig(c.env))))
+  .get(SURFACE.model.path, requireToken("GATEWAY_TOKEN"), (c) => {
     const agentId = agentOfModel(c.req.param("model"), servedAgents(loadConfig(c.env)));
     return c.json(modelObject(agentId));
   })
-  .post("/chat/completions", limitBody, requireToken("GATEWAY_TOKEN"), async (c) => {
+  .post(SURFACE.chatCompletions.path, limitBody, requireToken("GATEWAY_TOKEN"), async (c) => {
     const config = loadConfig(c.env);
     const body = parseInput(ChatCompletionBody, parseJsonBody(await c.req.text()));
     const agentId = agentOfModel(body.model, servedAgents(config));

@@ -8,11 +8,12 @@ import { requireToken } from "../auth/bearer";
 import { ConfigError, loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
+import { SURFACE } from "../http/surface";
 import { invalidConfigStatus, StatusParams } from "../rpc/gateway";
 import { callMethod } from "../rpc/methods";
 
 export const rpc = new Hono<{ Bindings: Env }>().post(
-  "/:method",
+  SURFACE.rpc.path,
   requireToken("GATEWAY_TOKEN"),
   async (c) => {
     const name = c.req.param("method");

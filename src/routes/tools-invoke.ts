@@ -11,6 +11,7 @@ import { z } from "zod";
 import { requireToken } from "../auth/bearer";
 import { ConfigError, loadConfig } from "../config/load";
 import { ApiError, parseJsonBody } from "../http/errors";
+import { SURFACE } from "../http/surface";
 import {
   errorTypeOf,
   invokeTool,
@@ -38,7 +39,7 @@ const Body = z
   });
 
 export const toolsInvoke = new Hono<{ Bindings: Env }>()
-  .post("/invoke", requireToken("GATEWAY_TOKEN"), async (c) => {
+  .post(SURFACE.toolsInvoke.path, requireToken("GATEWAY_TOKEN"), async (c) => {
     const config = loadConfig(c.env);
     const body = parseOrInvalid(Body, parseJsonBody(await c.req.text()));
     const name = (body.tool ?? body.name) as string;

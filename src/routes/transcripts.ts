@@ -7,11 +7,12 @@ import { requireToken } from "../auth/bearer";
 import { messagesAfter } from "../db/messages";
 import { transcriptOwner } from "../db/queries";
 import { ApiError } from "../http/errors";
+import { SURFACE } from "../http/surface";
 
 const PAGE = 500;
 
 export const transcripts = new Hono<{ Bindings: Env }>().get(
-  "/:file",
+  SURFACE.transcript.path,
   requireToken("GATEWAY_TOKEN"),
   async (c) => {
     const file = c.req.param("file");

@@ -11,6 +11,7 @@ import type { Config } from "../config/schema";
 import { accountWith } from "../connectors/registry";
 import { approvePairingCode, listPairing, revokePairedSender } from "../db/pairing";
 import { ApiError } from "../http/errors";
+import { pathOf, SURFACE } from "../http/surface";
 import { normalizeChannel } from "../keys/session-key";
 import { Key, type Method, method } from "./method";
 
@@ -112,10 +113,11 @@ export const CONNECTOR_METHODS: Record<string, Method> = {
       const { channel, connector } = platformConnector(config, p.channel);
       const base = p.url.replace(/\/+$/, "");
       const reports = await perAccount(env, channel, connector, (found, accountId) => {
-        const path =
-          accountId === connector.accountId
-            ? `/connectors/${channel}`
-            : `/connectors/${channel}/${accountId}`;
+        // The connector's own account is served without an account id.
+        const path = pathOf(SURFACE.platform, {
+          channel,
+          accountId: accountId === connector.accountId ? undefined : accountId,
+        });
         return found.module.setup(`${base}${path}`, found.account, found.secrets);
       });
       return { ok: reports.every((r) => r.ok), reports };

@@ -12,6 +12,7 @@ import { listJobs } from "../cron/jobs";
 import { readTaskRuns } from "../db/maintenance";
 import { pendingCodes, refusalCounts } from "../db/pairing";
 import { countDeadRecords } from "../db/run-records";
+import { pathOf, SURFACE } from "../http/surface";
 import { defaultAgentId } from "../keys/agent-binding";
 import { VERSION } from "../version";
 import { type Method, method } from "./method";
@@ -41,7 +42,7 @@ function connectorStatus(channel: string, c: ConnectorConfig, env: Env) {
     const found = accountWith(c, accountId, env);
     return { accountId, secretsSet: !!found && found.missing.length === 0 };
   });
-  return { channel, type: c.type, webhook: `/connectors/${channel}`, accounts };
+  return { channel, type: c.type, webhook: pathOf(SURFACE.platform, { channel }), accounts };
 }
 
 export const GATEWAY_METHODS: Record<string, Method> = {

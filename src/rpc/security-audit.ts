@@ -15,6 +15,7 @@ import { accessOf, accountIdsOf, accountOf } from "../config/connectors";
 import type { Config } from "../config/schema";
 import { platformOf } from "../connectors/registry";
 import type { Account } from "../connectors/types";
+import { endpointsOf } from "../http/surface";
 import { agentMainKey } from "../keys/session-key";
 
 export type Severity = "high" | "medium" | "low" | "info";
@@ -78,6 +79,8 @@ function providersInUse(config: Config, warn: (w: Warning) => void): Map<string,
 }
 
 export function securityAudit(config: Config, env: Record<string, unknown>) {
+  const served = endpointsOf(config);
+  const webhookOf = (channel: string) => served.find((e) => e.channel === channel)?.path ?? "its webhook";
   const warnings: Warning[] = [];
   const warn = (w: Warning) => warnings.push(w);
 
@@ -165,7 +168,7 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
             id: "connector-secret-missing",
             severity: "medium",
             setting: `connectors.${channel}.${n.path}`,
-            message: `${n.env} is not set: /connectors/${channel} answers 503 until it is (wrangler secret put ${n.env})`,
+            message: `${n.env} is not set: ${webhookOf(channel)} answers 503 until it is (wrangler secret put ${n.env})`,
           });
         }
         secretsOf.push({ name: n.env, accountId: n.accountId, set, required: n.required });
@@ -173,7 +176,7 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
       return {
         channel,
         type: c.type,
-        webhook: `/connectors/${channel}`,
+        webhook: webhookOf(channel),
         secretSet: secretsOf.every((x) => x.set || !x.required),
         secrets: secretsOf,
         accounts: accountIdsOf(c) ?? [],
@@ -193,7 +196,7 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
         id: "connector-secret-missing",
         severity: "medium",
         setting: `connectors.${channel}.secretEnv`,
-        message: `${c.secretEnv} is not set: /hooks/inbound/${channel} answers 503 and replies to it cannot be signed`,
+        message: `${c.secretEnv} is not set: ${webhookOf(channel)} answers 503 and replies to it cannot be signed`,
       });
     }
     if (!c.deliverUrl) {
@@ -207,7 +210,7 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
     return {
       channel,
       type: c.type,
-      webhook: `/hooks/inbound/${channel}`,
+      webhook: webhookOf(channel),
       secretEnv: c.secretEnv,
       secretSet,
       secrets: [{ name: c.secretEnv, accountId: "*", set: secretSet, required: true }],
@@ -302,45 +305,34 @@ export function securityAudit(config: Config, env: Record<string, unknown>) {
   }
 
   // ─── endpoints ─────────────────────────────────────────────────────────────────────────────
-  const operator = (method: string, path: string) => ({
-    method,
-    path,
-    auth: "GATEWAY_TOKEN",
-    enabled: gateway !== undefined,
-    ...(gateway ? {} : { reason: "GATEWAY_TOKEN is not set" }),
-  });
-  const hookEndpoint = (path: string) => ({
-    method: "POST",
-    path,
-    auth: "HOOKS_TOKEN",
-    enabled: hooksOpen,
-    ...(hooksReason ? { reason: hooksReason } : {}),
-  });
-  const endpoints = [
-    { method: "GET", path: "/healthz", auth: "none", enabled: true },
-    operator("POST", "/rpc/:method"),
-    operator("POST", "/tools/invoke"),
-    operator("POST", "/mcp"),
-    operator("POST", "/v1/chat/completions"),
-    operator("GET", "/v1/models"),
-    operator("GET", "/v1/transcripts/:sessionId.jsonl"),
+  const operator = gateway ? { enabled: true } : { enabled: false, reason: "GATEWAY_TOKEN is not set" };
+  const endpoints = served.map(({ method, path, auth, channel }) => {
+    if (auth === "none") return { method, path, auth: "none", enabled: true };
+    if (auth === "operator") return { method, path, auth: "GATEWAY_TOKEN", ...operator };
     // The dashboard: a login with the operator token, then a signed cookie and CSRF tokens.
-    { ...operator("GET, POST", "/ui/*"), auth: "GATEWAY_TOKEN (login form, signed cookie)" },
-    hookEndpoint("/hooks/agent"),
-    hookEndpoint("/hooks/wake"),
-    ...connectors.map((c) => {
-      const missing = c.secrets.filter((x) => x.required && !x.set).map((x) => x.name);
+    if (auth === "dashboard")
+      return { method, path, auth: "GATEWAY_TOKEN (login form, signed cookie)", ...operator };
+    if (auth === "hooks")
       return {
-        method: "POST",
-        path: c.webhook,
-        auth: c.type === "webhook" ? `signature (${c.secretEnv})` : `${c.type} verification`,
-        enabled: c.secretSet,
-        ...(c.secretSet
-          ? {}
-          : { reason: `${missing.join(", ")} ${missing.length === 1 ? "is" : "are"} not set` }),
+        method,
+        path,
+        auth: "HOOKS_TOKEN",
+        enabled: hooksOpen,
+        ...(hooksReason ? { reason: hooksReason } : {}),
       };
-    }),
-  ];
+    const c = connectors.find((x) => x.channel === channel);
+    if (!c) return { method, path, auth: "connector", enabled: false, reason: `no connector "${channel}"` };
+    const missing = c.secrets.filter((x) => x.required && !x.set).map((x) => x.name);
+    return {
+      method,
+      path,
+      auth: c.type === "webhook" ? `signature (${c.secretEnv})` : `${c.type} verification`,
+      enabled: c.secretSet,
+      ...(c.secretSet
+        ? {}
+        : { reason: `${missing.join(", ")} ${missing.length === 1 ? "is" : "are"} not set` }),
+    };
+  });
 
   // ─── tools, visibility, policy ─────────────────────────────────────────────────────────────
   const httpTools = config.gateway.tools.allow;

@@ -3,6 +3,7 @@ import { env, exports } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { app } from "../../src/http/app";
+import { ENDPOINTS, pathOf, SURFACE } from "../../src/http/surface";
 import { VERSION } from "../../src/version";
 import { configText, SECRET, TOKEN } from "./support";
 
@@ -21,6 +22,38 @@ describe("HTTP surface", () => {
       ok: false,
       error: { code: "METHOD_NOT_ALLOWED", message: "GET is not allowed on /rpc/status; use POST" },
     });
+  });
+
+  // The dashboard answers every path under its prefix itself (its own 404 page).
+  const routed = ENDPOINTS.filter((e) => e !== SURFACE.dashboard);
+  const samplePath = (e: (typeof ENDPOINTS)[number]) =>
+    pathOf(e, { method: "status", model: "switchboard/main", file: "s-1.jsonl", channel: "telegram" });
+
+  it.each(routed.map((e) => [e.path, e] as const))(
+    "answers %s with a method the route table does not give it with 405 and its methods",
+    async (_path, endpoint) => {
+      const path = samplePath(endpoint);
+      const res = await exports.default.fetch(`http://gw.test${path}`, { method: "DELETE" });
+      expect(res.status).toBe(405);
+      expect(res.headers.get("allow")).toBe(endpoint.methods.join(", "));
+      expect(await res.json()).toEqual({
+        ok: false,
+        error: {
+          code: "METHOD_NOT_ALLOWED",
+          message: `DELETE is not allowed on ${path}; use ${endpoint.methods.join(", ")}`,
+        },
+      });
+    },
+  );
+
+  it("serves each route of the table with the methods the table gives it, and no other route", () => {
+    const served = new Set(
+      app.routes
+        .filter((r) => r.method !== "ALL" && !r.path.startsWith("/ui"))
+        .map((r) => `${r.method} ${r.path}`),
+    );
+    const table = routed.flatMap((e) => e.methods.map((m) => `${m} ${e.path}`));
+    expect([...served].sort()).toEqual([...table].sort());
   });
 
   it("answers an unknown route with the JSON 404 shape", async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
+import { ENDPOINTS } from "../../src/http/surface";
 import { securityAudit } from "../../src/rpc/security-audit";
 
 const STRONG = "s3cr3t-value-long-enough-for-prod-0001";
@@ -92,6 +93,31 @@ describe("security.audit", () => {
     [{}, "info:no-command-owners"],
   ])("flags a risky setting: %j → %s", (config, expected) => {
     expect(ids(audit(config, { GATEWAY_TOKEN: STRONG, HOOKS_TOKEN: STRONG_HOOKS }))).toContain(expected);
+  });
+
+  it("lists the endpoints of the route table, a connector's webhook once per connector", () => {
+    const report = audit(
+      {
+        connectors: {
+          slack: { secretEnv: "SLACK_SECRET" },
+          tg: { type: "telegram", botTokenEnv: "TG_TOKEN", webhookSecretEnv: "TG_HOOK" },
+        },
+      },
+      { GATEWAY_TOKEN: STRONG, TG_TOKEN: STRONG, TG_HOOK: STRONG },
+    );
+    const routes = ENDPOINTS.filter((e) => e.auth !== "connector").map((e) => e.path);
+    expect(report.endpoints.map((e) => e.path)).toEqual([
+      ...routes,
+      "/hooks/inbound/slack",
+      "/connectors/tg",
+    ]);
+    expect(report.endpoints.at(-1)).toEqual({
+      method: "GET, POST",
+      path: "/connectors/tg",
+      auth: "telegram verification",
+      enabled: true,
+    });
+    expect(report.connectors.map((c) => c.webhook)).toEqual(["/hooks/inbound/slack", "/connectors/tg"]);
   });
 
   it("flags weak, development and shared tokens, and keeps hooks closed when they share one", () => {

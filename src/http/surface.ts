@@ -6,17 +6,7 @@
  * with whether each is open (`endpointsOf`).
  */
 import type { Config } from "../config/schema";
-
-/** Who may call an endpoint: anyone, the operator (token, or the dashboard's login), hook callers, a connector. */
-export type EndpointAuth = "none" | "operator" | "dashboard" | "hooks" | "connector";
-
-/** An endpoint as `security.audit` lists it; a connector's webhook names its channel. */
-export interface AuditedEndpoint {
-  method: string;
-  path: string;
-  auth: EndpointAuth;
-  channel?: string;
-}
+import type { AuditedEndpoint, EndpointAuth } from "../policy/audit/report";
 
 export interface Endpoint {
   readonly methods: readonly ("GET" | "POST")[];

@@ -1,22 +1,25 @@
 /**
  * Operator RPC methods about the gateway itself: `status` (version, agents, connectors, what the
  * scheduled maintenance did last, the scheduled jobs), `agents.list`, `cron.list` and
- * `security.audit`.
+ * `security.audit` (the policy in policy/audit/, over the facts gathered here).
  */
 import { z } from "zod";
-import { accountIdsOf, type ConnectorConfig } from "../config/connectors";
+import { resolveModelRef } from "../agent/models";
+import { accountIdsOf, accountOf, type ConnectorConfig } from "../config/connectors";
 import type { ConfigError } from "../config/load";
 import { ignoredSettings } from "../config/notices";
-import { accountWith } from "../connectors/registry";
+import type { Config } from "../config/schema";
+import { accountWith, platformOf } from "../connectors/registry";
+import type { Account } from "../connectors/types";
 import { listJobs } from "../cron/jobs";
 import { readTaskRuns } from "../db/maintenance";
 import { pendingCodes, refusalCounts } from "../db/pairing";
 import { countDeadRecords } from "../db/run-records";
-import { pathOf, SURFACE } from "../http/surface";
+import { endpointsOf, pathOf, SURFACE } from "../http/surface";
 import { defaultAgentId } from "../keys/agent-binding";
+import { type AuditFacts, securityAudit } from "../policy/audit/report";
 import { VERSION } from "../version";
 import { type Method, method } from "./method";
-import { securityAudit } from "./security-audit";
 
 export const StatusParams = z.strictObject({});
 
@@ -43,6 +46,21 @@ function connectorStatus(channel: string, c: ConnectorConfig, env: Env) {
     return { accountId, secretsSet: !!found && found.missing.length === 0 };
   });
   return { channel, type: c.type, webhook: pathOf(SURFACE.platform, { channel }), accounts };
+}
+
+/** What `security.audit` needs beyond the config: the model providers, connectors' secrets and endpoints. */
+export function auditFacts(config: Config): AuditFacts {
+  return {
+    providerOf: (ref) => {
+      const { provider, spec } = resolveModelRef(ref, config);
+      return { name: provider, api: spec.api, apiKeyEnv: spec.apiKeyEnv };
+    },
+    secretNamesOf: (connector, accountId) => {
+      const account = accountOf(connector, accountId);
+      return account ? platformOf(connector).secretNames(account as Account) : [];
+    },
+    endpoints: endpointsOf(config),
+  };
 }
 
 export const GATEWAY_METHODS: Record<string, Method> = {
@@ -82,7 +100,7 @@ export const GATEWAY_METHODS: Record<string, Method> = {
   })),
 
   "security.audit": method(z.strictObject({}), async (_p, { config, env }) =>
-    securityAudit(config, env as unknown as Record<string, unknown>),
+    securityAudit(config, env as unknown as Record<string, unknown>, auditFacts(config)),
   ),
 
   "agents.list": method(z.strictObject({}), async (_p, { config }) => {

@@ -1,13 +1,15 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
 import { ENDPOINTS } from "../../src/http/surface";
-import { securityAudit } from "../../src/rpc/security-audit";
+import { securityAudit } from "../../src/policy/audit/report";
+import { auditFacts } from "../../src/rpc/gateway";
 
 const STRONG = "s3cr3t-value-long-enough-for-prod-0001";
 const STRONG_HOOKS = "s3cr3t-value-long-enough-for-hooks-002";
 
 function audit(config: object, env: Record<string, string | undefined> = {}) {
-  return securityAudit(parseConfig(JSON.stringify(config)), env);
+  const parsed = parseConfig(JSON.stringify(config));
+  return securityAudit(parsed, env, auditFacts(parsed));
 }
 
 function ids(report: ReturnType<typeof audit>) {
@@ -118,6 +120,42 @@ describe("security.audit", () => {
       enabled: true,
     });
     expect(report.connectors.map((c) => c.webhook)).toEqual(["/hooks/inbound/slack", "/connectors/tg"]);
+  });
+
+  it("decides from the facts it is given (pure: no I/O)", () => {
+    const config = parseConfig(JSON.stringify({ agents: { defaults: { model: "acme/m1" } } }));
+    const report = securityAudit(
+      config,
+      { GATEWAY_TOKEN: STRONG, ACME_KEY: STRONG },
+      {
+        providerOf: () => ({ name: "acme", api: "openai", apiKeyEnv: "ACME_KEY" }),
+        secretNamesOf: () => [],
+        endpoints: [{ method: "POST", path: "/only", auth: "operator" }],
+      },
+    );
+    expect(report.providers).toEqual([
+      { name: "acme", api: "openai", apiKeyEnv: "ACME_KEY", keySet: true, usedBy: ["agents.defaults.model"] },
+    ]);
+    expect(report.endpoints).toEqual([
+      { method: "POST", path: "/only", auth: "GATEWAY_TOKEN", enabled: true },
+    ]);
+    const unknown = securityAudit(
+      config,
+      {},
+      {
+        providerOf: () => {
+          throw new Error('unknown model "acme/m1"');
+        },
+        secretNamesOf: () => [],
+        endpoints: [],
+      },
+    );
+    expect(unknown.warnings).toContainEqual({
+      id: "model-unknown",
+      severity: "high",
+      setting: "agents.defaults.model",
+      message: 'unknown model "acme/m1"; runs using it fail',
+    });
   });
 
   it("flags weak, development and shared tokens, and keeps hooks closed when they share one", () => {

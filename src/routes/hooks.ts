@@ -35,7 +35,7 @@ import {
   UNKNOWN_KEY,
 } from "../keys/session-key";
 import { connectorOf } from "../rpc/connectors";
-import { priorRunOf } from "../rpc/runs";
+import { priorRunOf } from "../rpc/operator-runs";
 import { entryInitOf, initFromKey } from "../runs/entry-init";
 import type { DeliveryRoute, EnqueueRequest, WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";

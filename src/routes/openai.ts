@@ -19,7 +19,7 @@ import { getRun } from "../db/runs";
 import { limitBody } from "../http/body-limit";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
 import { SURFACE } from "../http/surface";
-import { enqueueOperatorRun, waitForOperatorRun } from "../rpc/runs";
+import { enqueueOperatorRun, waitForOperatorRun } from "../rpc/operator-runs";
 import { initFromKey } from "../runs/entry-init";
 import { parseCommand } from "../session/chat/commands";
 import {

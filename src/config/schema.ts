@@ -6,7 +6,7 @@
  * prefixes each with its `config.` path.
  */
 import { z } from "zod";
-import { identityLinkPeerId } from "../keys/session-key";
+import { identityLinkPeerId } from "../keys/ids";
 import { ConnectorSchema } from "./connectors";
 import {
   CronSchedule,

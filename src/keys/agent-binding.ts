@@ -3,13 +3,8 @@
  * agent marked default, else the first agent, else "main". Pure: no I/O.
  */
 
-import {
-  DEFAULT_AGENT_ID,
-  normalizeAccountId,
-  normalizeAgentId,
-  normalizeChannel,
-  stripLegacyGroupPrefix,
-} from "./session-key";
+import { DEFAULT_AGENT_ID, normalizeAccountId, normalizeAgentId, normalizeChannel } from "./ids";
+import { stripLegacyGroupPrefix } from "./session-key";
 
 type PeerKind = "direct" | "group" | "channel";
 

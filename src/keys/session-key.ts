@@ -1,7 +1,8 @@
 /**
- * Session keys (SPEC §2, §17 "Keys, more."): how an inbound message, a scheduled job, a webhook,
- * a node bridge or a sub-agent maps to a canonical session key, how any key a caller types is
- * canonicalized, and what a key says about itself (agent, kind, chat type). Pure: no I/O.
+ * Session keys (SPEC §2, §17 "Keys, more."): their shapes, how an inbound message, a scheduled
+ * job, a webhook, a node bridge or a sub-agent maps to a canonical session key, and what a key
+ * says about itself (agent, kind, chat type). Pure: no I/O. The id rules: ids.ts; a key a
+ * caller types made canonical: canonical-key.ts.
  *
  * Key shapes, after `agent:<agentId>:`:
  *   <mainKey>[:thread:<id>]                            direct chat, dmScope "main"
@@ -16,6 +17,16 @@
  * `caseSensitiveChannels`, which keep their case in every key shape; an identityLinks name is
  * always lowercase.
  */
+import {
+  DEFAULT_MAIN_KEY,
+  isCaseSensitiveChannel,
+  linkedPeerId,
+  normalizeAccountId,
+  normalizeAgentId,
+  normalizeChannel,
+  normalizeMainKey,
+  normalizePeerId,
+} from "./ids";
 
 export type DmScope = "main" | "per-peer" | "per-channel-peer" | "per-account-channel-peer";
 export type SessionKind = "main" | "group" | "cron" | "hook" | "node" | "other";
@@ -42,68 +53,8 @@ export interface InboundKeyInput {
   topic?: boolean;
 }
 
-export const DEFAULT_AGENT_ID = "main";
-export const DEFAULT_ACCOUNT_ID = "default";
-export const DEFAULT_MAIN_KEY = "main";
 export const GLOBAL_KEY = "global";
 export const UNKNOWN_KEY = "unknown";
-
-const VALID_ID = /^[a-z0-9][a-z0-9_-]{0,63}$/;
-/**
- * A 64-character id that starts with "_" can end in "-" only because the cut below put it there;
- * it is the result of normalizing, so it must stay as it is when normalized again.
- */
-const CUT_ID = /^_[a-z0-9_-]{63}$/;
-
-/**
- * SPEC §2 id rule for agentId, accountId, mainKey and channel: trimmed and lowercased; an id not
- * already of the canonical shape has runs of characters outside [a-z0-9_-] replaced by "-",
- * leading and trailing "-" stripped, and is then cut to 64 characters (so a cut may end on "-").
- * A leading "_" is kept: the rule strips only "-".
- */
-export function normalizeId(raw: string | undefined | null, fallback: string): string {
-  const lowered = (raw ?? "").trim().toLowerCase();
-  if (VALID_ID.test(lowered) || CUT_ID.test(lowered)) return lowered;
-  const cleaned = lowered
-    .replace(/[^a-z0-9_-]+/g, "-")
-    .replace(/^-+/, "")
-    .replace(/-+$/, "")
-    .slice(0, 64);
-  return cleaned || fallback;
-}
-
-export function normalizeAgentId(raw?: string | null): string {
-  return normalizeId(raw, DEFAULT_AGENT_ID);
-}
-
-export function normalizeAccountId(raw?: string | null): string {
-  return normalizeId(raw, DEFAULT_ACCOUNT_ID);
-}
-
-export function normalizeChannel(raw: string): string {
-  return normalizeId(raw, UNKNOWN_KEY);
-}
-
-export function normalizeMainKey(raw?: string | null): string {
-  return normalizeId(raw, DEFAULT_MAIN_KEY);
-}
-
-/**
- * Peer, group, thread and topic ids (and the free-form tails of other keys): trimmed, and runs of
- * whitespace or ":" become "-", because ":" separates key segments. This can merge two ids that
- * differ only there ("a:b" and "a-b"); connectors' ids do not rely on that distinction, and
- * refusing such ids would drop real messages (Matrix ids contain ":"). Lowercased unless the
- * channel keeps case. Returns "" for an empty id; callers decide whether that is an error.
- */
-export function normalizePeerId(raw: string, keepCase: boolean): string {
-  const cleaned = raw.trim().replace(/[\s:]+/g, "-");
-  return keepCase ? cleaned : cleaned.toLowerCase();
-}
-
-export function isCaseSensitiveChannel(channel: string, cfg: SessionKeyConfig): boolean {
-  const normalized = normalizeChannel(channel);
-  return cfg.caseSensitiveChannels.some((c) => normalizeChannel(c) === normalized);
-}
 
 /**
  * The case rule for a key with no channel segment (per-peer DMs, threads under the main key),
@@ -111,12 +62,12 @@ export function isCaseSensitiveChannel(channel: string, cfg: SessionKeyConfig): 
  * from, which the key no longer says; so they keep the case they have whenever some channel keeps
  * case (a stored key then comes back unchanged), and are lowercased when none does.
  */
-function channelLessKeepsCase(cfg: SessionKeyConfig): boolean {
+export function channelLessKeepsCase(cfg: SessionKeyConfig): boolean {
   return cfg.caseSensitiveChannels.length > 0;
 }
 
-/** The bound of each memo of computed keys below (cleared when full). */
-const CANONICAL_KEYS_MAX = 2048;
+/** The bound of the memo of main keys (cleared when full). */
+const MAIN_KEYS_MAX = 2048;
 
 /** Main keys already computed, per key config and agent id (tools compare every listed key with it). */
 const mainKeys = new WeakMap<SessionKeyConfig, Map<string, string>>();
@@ -131,34 +82,10 @@ export function agentMainKey(agentId: string, cfg: SessionKeyConfig): string {
   let key = known.get(agentId);
   if (key === undefined) {
     key = `agent:${normalizeAgentId(agentId)}:${normalizeMainKey(cfg.mainKey)}`;
-    if (known.size >= CANONICAL_KEYS_MAX) known.clear();
+    if (known.size >= MAIN_KEYS_MAX) known.clear();
     known.set(agentId, key);
   }
   return key;
-}
-
-/**
- * The peer id an identityLinks name stands for: the peer-id rule, lowercased on every channel
- * because one name serves all of them. "" for a name of only whitespace (the config refuses it).
- */
-export function identityLinkPeerId(name: string): string {
-  return normalizePeerId(name, false);
-}
-
-/** The identityLinks peer id for this peer, or undefined when no entry matches. */
-export function linkedPeerId(channel: string, peerId: string, cfg: SessionKeyConfig): string | undefined {
-  const bare = peerId.trim().toLowerCase();
-  if (!bare) return undefined;
-  const scoped = `${normalizeChannel(channel)}:${bare}`;
-  for (const [canonical, entries] of Object.entries(cfg.identityLinks)) {
-    const name = identityLinkPeerId(canonical);
-    if (!name) continue;
-    for (const entry of entries) {
-      const candidate = entry.trim().toLowerCase();
-      if (candidate === scoped || candidate === bare) return name;
-    }
-  }
-  return undefined;
 }
 
 function requirePeerId(raw: string | undefined, keepCase: boolean, field: string): string {
@@ -255,7 +182,7 @@ function marker(segment: string | undefined): string | undefined {
  * Reads the shape of the segments after `agent:<id>:`. Marker positions are fixed, so a peer
  * id that happens to be "group" or "thread" is never mistaken for a marker.
  */
-function layoutOf(rest: readonly string[]): Layout {
+export function layoutOf(rest: readonly string[]): Layout {
   const [first, second, third] = rest;
   if (rest.length >= 2 && marker(first) === "dm") return { kind: "chat", marker: "dm", idAt: 1 };
   if (rest.length >= 2 && marker(first) === "subagent") return { kind: "subagent" };
@@ -267,100 +194,6 @@ function layoutOf(rest: readonly string[]): Layout {
     return { kind: "chat", marker: "dm", channel: first, accountId: second, idAt: 3 };
   }
   return { kind: "opaque" };
-}
-
-function canonicalSuffix(segments: readonly string[], keepCase: boolean): string[] {
-  const out: string[] = [];
-  for (let i = 0; i < segments.length; i++) {
-    const lowered = normalizePeerId(segments[i] ?? "", false);
-    const next = segments[i + 1];
-    if ((lowered === "thread" || lowered === "topic") && next !== undefined) {
-      out.push(lowered, normalizePeerId(next, keepCase));
-      i++;
-    } else {
-      out.push(lowered);
-    }
-  }
-  return out;
-}
-
-function canonicalRest(rest: readonly string[], cfg: SessionKeyConfig): string {
-  const layout = layoutOf(rest);
-  if (layout.kind === "subagent") return canonicalSuffix(rest, false).join(":");
-  // Opaque keys after `agent:<id>:` are the main key and its threads: no channel segment.
-  if (layout.kind === "opaque") return canonicalSuffix(rest, channelLessKeepsCase(cfg)).join(":");
-  const parts: string[] = [];
-  let keepCase = channelLessKeepsCase(cfg);
-  if (layout.channel !== undefined) {
-    const channel = normalizeChannel(layout.channel);
-    keepCase = isCaseSensitiveChannel(channel, cfg);
-    parts.push(channel);
-  }
-  if (layout.accountId !== undefined) parts.push(normalizeAccountId(layout.accountId));
-  parts.push(layout.marker, normalizePeerId(rest[layout.idAt] ?? "", keepCase));
-  parts.push(...canonicalSuffix(rest.slice(layout.idAt + 1), keepCase));
-  return parts.join(":");
-}
-
-function splitKey(raw: string): string[] {
-  const trimmed = raw.trim();
-  if (!trimmed) throw new Error("session key is empty");
-  const segments = trimmed.split(":").map((s) => s.trim());
-  if (segments.some((s) => s === "")) {
-    throw new Error(`session key "${raw}" has an empty segment (look for "::" or a ":" at either end)`);
-  }
-  return segments;
-}
-
-function isAgentlessKind(head: string): boolean {
-  return head === "cron" || head === "hook" || head.startsWith("node-");
-}
-
-/**
- * Parses a key in any case and returns its canonical form. Legacy agent-less keys that name a
- * chat (`telegram:group:1`, `dm:alice`, `subagent:x`) and the literal `main` are scoped to
- * `agentId` (default "main"); `global`, `unknown`, `cron:`, `hook:`, `node-` and unrecognized
- * keys stay agent-less, lowercased. Peer, group, thread and topic ids keep their case under the
- * rule `resolveSessionKey` built them with, so a stored key comes back unchanged: the channel's
- * rule, or for a key without a channel segment the one of `channelLessKeepsCase`. Throws on an
- * empty key or an empty segment.
- */
-/**
- * Canonical keys already computed, per key config (the parsed config is one object per isolate):
- * one request canonicalizes the same few keys several times, and a listing shows 50 of them.
- * Bounded; only successful results are kept (a malformed key throws every time).
- */
-const canonicalKeys = new WeakMap<SessionKeyConfig, Map<string, string>>();
-
-export function canonicalizeSessionKey(raw: string, cfg: SessionKeyConfig, agentId?: string): string {
-  let known = canonicalKeys.get(cfg);
-  if (!known) {
-    known = new Map();
-    canonicalKeys.set(cfg, known);
-  }
-  // Length-prefixed, so no two (agentId, raw) pairs share an id; an absent agent id is -1.
-  const id = `${agentId?.length ?? -1}:${agentId ?? ""}${raw}`;
-  const hit = known.get(id);
-  if (hit !== undefined) return hit;
-  const key = canonicalize(raw, cfg, agentId);
-  if (known.size >= CANONICAL_KEYS_MAX) known.clear();
-  known.set(id, key);
-  return key;
-}
-
-function canonicalize(raw: string, cfg: SessionKeyConfig, agentId?: string): string {
-  const segments = splitKey(raw);
-  const head = (segments[0] ?? "").toLowerCase();
-  if (head === "agent") {
-    if (segments.length < 3) throw new Error(`session key "${raw}" must look like agent:<agentId>:<rest>`);
-    return `agent:${normalizeAgentId(segments[1])}:${canonicalRest(segments.slice(2), cfg)}`;
-  }
-  if (segments.length === 1 && head === DEFAULT_MAIN_KEY)
-    return agentMainKey(agentId ?? DEFAULT_AGENT_ID, cfg);
-  if (!isAgentlessKind(head) && layoutOf(segments).kind !== "opaque") {
-    return `agent:${normalizeAgentId(agentId)}:${canonicalRest(segments, cfg)}`;
-  }
-  return canonicalSuffix(segments, false).join(":");
 }
 
 /** Segments after `agent:<id>:`, or undefined for an agent-less key. Never throws. */
@@ -409,29 +242,6 @@ export function chatTypeOfKey(
 export function isReservedKey(key: string): boolean {
   const lowered = key.trim().toLowerCase();
   return lowered === GLOBAL_KEY || lowered === UNKNOWN_KEY;
-}
-
-/** Display form for tools: the caller's own main key (which is `global` under scope global) is `main`. */
-export function toToolKey(key: string, callerAgentId: string, cfg: SessionKeyConfig): string {
-  return key.trim().toLowerCase() === agentMainKey(callerAgentId, cfg) ? DEFAULT_MAIN_KEY : key;
-}
-
-/** Tool/RPC argument to stored key: `main` and `global` mean the caller's main key. */
-export function fromToolKey(arg: string, callerAgentId: string, cfg: SessionKeyConfig): string {
-  const lowered = arg.trim().toLowerCase();
-  if (lowered === DEFAULT_MAIN_KEY || lowered === GLOBAL_KEY) return agentMainKey(callerAgentId, cfg);
-  return canonicalizeSessionKey(arg, cfg, callerAgentId);
-}
-
-/**
- * The forms a canonical key may be stored under, in the order to look for them: the key itself,
- * then its lowercase form. A key typed in another case keeps the case of its ids when some
- * channel is case-sensitive (see `channelLessKeepsCase`), while the session it names was stored
- * lowercase by a channel that is not (SPEC §2: keys are found in any case).
- */
-export function storedKeyForms(key: string): string[] {
-  const lower = key.toLowerCase();
-  return lower === key ? [key] : [key, lower];
 }
 
 /** Sub-agent sessions: `agent:<agentId>:subagent:<uuid>`. */

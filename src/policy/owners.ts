@@ -6,7 +6,7 @@
  * case-insensitively, like bindings. Pure: no I/O.
  */
 import type { Config } from "../config/schema";
-import { normalizeChannel } from "../keys/session-key";
+import { normalizeChannel } from "../keys/ids";
 
 export interface Sender {
   channel: string;

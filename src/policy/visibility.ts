@@ -12,7 +12,8 @@
  * `agents.defaults.sandbox.sessionToolsVisibility` is `spawned` (the default).
  */
 import type { Config, SessionVisibility } from "../config/schema";
-import { agentMainKey, DEFAULT_AGENT_ID, UNKNOWN_KEY } from "../keys/session-key";
+import { DEFAULT_AGENT_ID } from "../keys/ids";
+import { agentMainKey, UNKNOWN_KEY } from "../keys/session-key";
 
 export type { SessionVisibility };
 

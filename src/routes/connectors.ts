@@ -13,7 +13,7 @@ import { accountWith } from "../connectors/registry";
 import { postDelivery } from "../delivery/deliver";
 import { ApiError, parseJsonBody } from "../http/errors";
 import { SURFACE } from "../http/surface";
-import { normalizeChannel } from "../keys/session-key";
+import { normalizeChannel } from "../keys/ids";
 import { acceptInbound } from "./inbound-pipeline";
 
 /** The platform connector a request names, with its account and secrets, or the error to answer. */

@@ -25,15 +25,9 @@ import { getSession, type SessionRow } from "../db/queries";
 import { ApiError, actorError, parseInput, parseJsonBody } from "../http/errors";
 import { SURFACE } from "../http/surface";
 import { defaultAgentId } from "../keys/agent-binding";
-import {
-  agentIdOfKey,
-  agentMainKey,
-  canonicalizeSessionKey,
-  hookSessionKey,
-  normalizeAccountId,
-  normalizeAgentId,
-  UNKNOWN_KEY,
-} from "../keys/session-key";
+import { canonicalizeSessionKey } from "../keys/canonical-key";
+import { normalizeAccountId, normalizeAgentId } from "../keys/ids";
+import { agentIdOfKey, agentMainKey, hookSessionKey, UNKNOWN_KEY } from "../keys/session-key";
 import { connectorOf } from "../rpc/connectors";
 import { priorRunOf } from "../rpc/operator-runs";
 import { entryInitOf, initFromKey } from "../runs/entry-init";

@@ -13,14 +13,9 @@ import { countRefusal, isPaired, offerPairingCode } from "../db/pairing";
 import { type DeliveryPayload, postDelivery } from "../delivery/deliver";
 import { ApiError, actorError } from "../http/errors";
 import { selectAgentId } from "../keys/agent-binding";
+import { normalizeAccountId, normalizeAgentId } from "../keys/ids";
 import { runIdFor } from "../keys/run-id";
-import {
-  normalizeAccountId,
-  normalizeAgentId,
-  resolveSessionKey,
-  sessionKindOf,
-  stripLegacyGroupPrefix,
-} from "../keys/session-key";
+import { resolveSessionKey, sessionKindOf, stripLegacyGroupPrefix } from "../keys/session-key";
 import { decideAccess, newPairingCode, pairingNotice, type Refusal } from "../policy/access";
 
 export interface InboundAccepted {

@@ -10,7 +10,7 @@ import { ownEntry } from "../config/lookup";
 import { InboundMessage } from "../connectors/inbound-message";
 import { ApiError, parseInput, parseJsonBody } from "../http/errors";
 import { SURFACE } from "../http/surface";
-import { normalizeAccountId, normalizeChannel } from "../keys/session-key";
+import { normalizeAccountId, normalizeChannel } from "../keys/ids";
 import { acceptInbound } from "./inbound-pipeline";
 
 export const inbound = new Hono<{ Bindings: Env }>().post(SURFACE.bridge.path, async (c) => {

@@ -14,13 +14,8 @@
 import { z } from "zod";
 import type { Config } from "../config/schema";
 import { defaultAgentId } from "../keys/agent-binding";
-import {
-  agentIdOfKey,
-  canonicalizeSessionKey,
-  isReservedKey,
-  resolveSessionKey,
-  type SessionKeyConfig,
-} from "../keys/session-key";
+import { canonicalizeSessionKey } from "../keys/canonical-key";
+import { agentIdOfKey, isReservedKey, resolveSessionKey, type SessionKeyConfig } from "../keys/session-key";
 import type { WaitResult } from "../runs/types";
 
 export const MODEL_PREFIX = "switchboard/";

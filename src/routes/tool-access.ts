@@ -11,13 +11,9 @@ import type { AgentConfig, Config } from "../config/schema";
 import { findSession, getSession, type SessionRow } from "../db/queries";
 import { type ApiError, parseInput } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
-import {
-  agentIdOfKey,
-  fromToolKey,
-  normalizeAgentId,
-  storedKeyForms,
-  UNKNOWN_KEY,
-} from "../keys/session-key";
+import { fromToolKey, storedKeyForms } from "../keys/canonical-key";
+import { normalizeAgentId } from "../keys/ids";
+import { agentIdOfKey, UNKNOWN_KEY } from "../keys/session-key";
 import { actorSessions } from "../session/client";
 import { findTool, toolsForSession } from "../tools/registry";
 import { type AgentTool, isToolFailure, type ToolContext } from "../tools/types";

@@ -12,7 +12,7 @@ import { accountWith } from "../connectors/registry";
 import { approvePairingCode, listPairing, revokePairedSender } from "../db/pairing";
 import { ApiError } from "../http/errors";
 import { pathOf, SURFACE } from "../http/surface";
-import { normalizeChannel } from "../keys/session-key";
+import { normalizeChannel } from "../keys/ids";
 import { Key, type Method, method } from "./method";
 
 const Channel = z.string().trim().min(1).max(64);

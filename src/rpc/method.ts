@@ -8,7 +8,7 @@ import type { Config } from "../config/schema";
 import { findSession, type SessionRow } from "../db/queries";
 import { ApiError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
-import { canonicalizeSessionKey, storedKeyForms } from "../keys/session-key";
+import { canonicalizeSessionKey, storedKeyForms } from "../keys/canonical-key";
 
 export interface RpcContext {
   env: Env;

@@ -10,7 +10,9 @@ import { getDelivery, listDeliveries, listRuns, withDeliveryOutcomes } from "../
 import { payloadOf } from "../delivery/outbox";
 import { ApiError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
-import { agentMainKey, isReservedKey, normalizeAgentId, storedKeyForms } from "../keys/session-key";
+import { storedKeyForms } from "../keys/canonical-key";
+import { normalizeAgentId } from "../keys/ids";
+import { agentMainKey, isReservedKey } from "../keys/session-key";
 import type { WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";
 import { decodeCursor, encodeCursor } from "../views/session";

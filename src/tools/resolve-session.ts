@@ -12,7 +12,8 @@ import {
   getSessionBySessionId,
   type SessionRow,
 } from "../db/queries";
-import { agentMainKey, fromToolKey, storedKeyForms, toToolKey } from "../keys/session-key";
+import { fromToolKey, storedKeyForms, toToolKey } from "../keys/canonical-key";
+import { agentMainKey } from "../keys/session-key";
 import { canSee, type VisibilityRow } from "../policy/visibility";
 import { entryInitOf } from "../runs/entry-init";
 import type { EntryInit } from "../runs/types";

@@ -7,7 +7,8 @@
  */
 import { z } from "zod";
 import { stableUuid } from "../auth/signature";
-import { normalizeAgentId, toToolKey } from "../keys/session-key";
+import { toToolKey } from "../keys/canonical-key";
+import { normalizeAgentId } from "../keys/ids";
 import { entryInitOf } from "../runs/entry-init";
 import type { EnqueueRequest, WaitResult } from "../runs/types";
 import {

@@ -8,7 +8,7 @@
  * scopes with the `main` alias.
  */
 
-import { normalizeAgentId } from "../keys/session-key";
+import { normalizeAgentId } from "../keys/ids";
 import type { TranscriptMessage } from "../transcript/message";
 import { encodeCursor, type ListedEntry, listRow } from "./session";
 

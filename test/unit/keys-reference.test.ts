@@ -5,19 +5,15 @@
  * resolved key is also checked to come back unchanged from canonicalization and the tool alias.
  */
 import { describe, expect, it } from "vitest";
+import { canonicalizeSessionKey, fromToolKey, toToolKey } from "../../src/keys/canonical-key";
 import {
-  canonicalizeSessionKey,
-  fromToolKey,
-  type InboundKeyInput,
   normalizeAccountId,
   normalizeAgentId,
   normalizeChannel,
   normalizeId,
   normalizeMainKey,
-  resolveSessionKey,
-  type SessionKeyConfig,
-  toToolKey,
-} from "../../src/keys/session-key";
+} from "../../src/keys/ids";
+import { type InboundKeyInput, resolveSessionKey, type SessionKeyConfig } from "../../src/keys/session-key";
 
 function config(overrides: Partial<SessionKeyConfig> = {}): SessionKeyConfig {
   return {

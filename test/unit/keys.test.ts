@@ -1,26 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { type AgentRef, type Binding, type BindingInput, selectAgentId } from "../../src/keys/agent-binding";
+import { canonicalizeSessionKey, fromToolKey, storedKeyForms, toToolKey } from "../../src/keys/canonical-key";
+import { normalizeAccountId, normalizeAgentId, normalizeChannel, normalizeId } from "../../src/keys/ids";
 import {
   agentIdOfKey,
   agentMainKey,
-  canonicalizeSessionKey,
   chatTypeOfKey,
   cronSessionKey,
-  fromToolKey,
   hookSessionKey,
   type InboundKeyInput,
   isReservedKey,
   nodeSessionKey,
-  normalizeAccountId,
-  normalizeAgentId,
-  normalizeChannel,
-  normalizeId,
   resolveSessionKey,
   type SessionKeyConfig,
   sessionKindOf,
-  storedKeyForms,
   subagentSessionKey,
-  toToolKey,
 } from "../../src/keys/session-key";
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

@@ -13,7 +13,8 @@ import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { LanguageModel } from "ai";
 import { createWorkersAI } from "workers-ai-provider";
-import type { AgentConfig, Config } from "../config/schema";
+import type { AgentConfig } from "../config/agents";
+import type { Config } from "../config/schema";
 import { catalogLimits, type ModelLimits } from "./catalog";
 import { createEchoModel } from "./echo";
 

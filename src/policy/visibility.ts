@@ -11,7 +11,8 @@
  * Sandboxed callers (`agents.list[].sandbox.mode`) are clamped to at most `tree` while
  * `agents.defaults.sandbox.sessionToolsVisibility` is `spawned` (the default).
  */
-import type { Config, SessionVisibility } from "../config/schema";
+import type { SessionVisibility } from "../config/agents";
+import type { Config } from "../config/schema";
 import { DEFAULT_AGENT_ID } from "../keys/ids";
 import { agentMainKey, UNKNOWN_KEY } from "../keys/session-key";
 

@@ -7,7 +7,8 @@
  */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
-import type { AgentConfig, Config } from "../config/schema";
+import type { AgentConfig } from "../config/agents";
+import type { Config } from "../config/schema";
 import { findSession, getSession, type SessionRow } from "../db/queries";
 import { type ApiError, parseInput } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";

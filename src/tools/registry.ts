@@ -4,7 +4,8 @@
  * unless `tools.subagents.tools` says otherwise; they keep the memory tools, which act on the
  * sub-agent's own agent.
  */
-import type { AgentConfig, Config } from "../config/schema";
+import type { AgentConfig } from "../config/agents";
+import type { Config } from "../config/schema";
 import { isSubagentKey } from "../keys/session-key";
 
 export { isSubagentKey };

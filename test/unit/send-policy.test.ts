@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
-import type { SendPolicyConfig } from "../../src/config/schema";
+import type { SendPolicyConfig } from "../../src/config/session";
 import { evaluateSendPolicy, type SendPolicySubject, sessionChannel } from "../../src/policy/send-policy";
 import { entryExpiry, newSessionRow } from "../../src/session/entry/rules";
 

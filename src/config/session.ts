@@ -104,7 +104,7 @@ const SessionFields = z.strictObject({
     .prefault({}),
   retention: z.strictObject({ days: PositiveInt.optional() }).prefault({}),
   /**
-   * A connector's message is recorded in D1 (entry, run, inputs, inbound row) with its run's
+   * A connector's message is recorded in D1 (entry, run, inputs) with its run's
    * next write, at most a second after the ack, instead of before the ack: one D1 round trip
    * per message instead of two. `false` records it before the ack.
    */

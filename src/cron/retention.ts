@@ -1,10 +1,9 @@
 /**
  * Retention (`session.retention.days`, SPEC §11): deletes transcript messages older than the
  * cutoff, oldest first, then the transcript records left with no message that are no session's
- * current sessionId, and finished runs, settled deliveries, inbound dedupe records (written by
- * earlier versions) and job claims older than the cutoff. Every delete is by index and bounded
- * per invocation; what is left goes on the next minute. Queued or running runs and deliveries
- * still owed are never deleted.
+ * current sessionId, and finished runs, settled deliveries and job claims older than the
+ * cutoff. Every delete is by index and bounded per invocation; what is left goes on the next
+ * minute. Queued or running runs and deliveries still owed are never deleted.
  */
 import type { Config } from "../config/schema";
 import {

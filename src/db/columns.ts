@@ -167,20 +167,6 @@ export const deliveries: TableDef<typeof schema.deliveries.$inferSelect> = {
   },
 };
 
-export const inbound: TableDef<typeof schema.inbound.$inferSelect> = {
-  name: "inbound",
-  columns: {
-    channel: text("channel"),
-    accountId: text("account_id"),
-    messageId: text("message_id"),
-    sessionKey: text("session_key"),
-    sessionId: text("session_id"),
-    runId: text("run_id"),
-    status: text("status"),
-    createdAt: integer("created_at", { sql: "(unixepoch() * 1000)" }),
-  },
-};
-
 export const deadRecords: TableDef<typeof schema.deadRecords.$inferSelect> = {
   name: "dead_records",
   columns: {
@@ -205,7 +191,6 @@ const defs = new Map<SQLiteTable, AnyTableDef>([
   [schema.messages, messages],
   [schema.runs, runs],
   [schema.deliveries, deliveries],
-  [schema.inbound, inbound],
   [schema.deadRecords, deadRecords],
 ]);
 

@@ -194,8 +194,6 @@ const RETAINED = {
   // Settled deliveries only (index deliveries_recent: created_at, delivery_id).
   deliveries: `DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries
            WHERE status IN ('delivered', 'dead') AND created_at < ?1 LIMIT ?2)`,
-  // Inbound dedupe records (index inbound_created).
-  inbound: `DELETE FROM inbound WHERE rowid IN (SELECT rowid FROM inbound WHERE created_at < ?1 LIMIT ?2)`,
   // Scheduled-job claims (index job_runs_claimed).
   jobRuns: `DELETE FROM job_runs WHERE rowid IN (SELECT rowid FROM job_runs WHERE claimed_at < ?1 LIMIT ?2)`,
 } as const;

@@ -51,11 +51,6 @@ export const RUNS = moved(s.runs, [s.runs.runId, s.runs.sessionKey], { key: s.ru
 export const DELIVERIES = moved(s.deliveries, [s.deliveries.deliveryId, s.deliveries.sessionKey], {
   key: s.deliveries.sessionKey,
 });
-export const INBOUND = moved(
-  s.inbound,
-  [s.inbound.channel, s.inbound.accountId, s.inbound.messageId, s.inbound.sessionKey],
-  { key: s.inbound.sessionKey },
-);
 export const RUN_PREFIXES = moved(s.runPrefixes, [s.runPrefixes.prefix, s.runPrefixes.sessionKey], {
   key: s.runPrefixes.sessionKey,
 });
@@ -72,22 +67,13 @@ export const DEAD_RECORDS = moved(s.deadRecords, [s.deadRecords.runId, s.deadRec
 export const BY_KEY = [MESSAGES, RUNS, DELIVERIES, TRANSCRIPTS, SESSIONS] as const;
 
 /**
- * Session rows with no index on their key (dedupe rows, run-id prefixes, dead records): moved by
+ * Session rows with no index on their key (run-id prefixes, dead records): moved by
  * a scan of each table in rowid order, which also finds the rows of sessions deleted since.
  */
-export const SCANNED = [INBOUND, RUN_PREFIXES, DEAD_RECORDS] as const;
+export const SCANNED = [RUN_PREFIXES, DEAD_RECORDS] as const;
 
 /** Every table holding a session's rows. */
-export const SESSION_TABLES = [
-  SESSIONS,
-  TRANSCRIPTS,
-  MESSAGES,
-  RUNS,
-  DELIVERIES,
-  INBOUND,
-  RUN_PREFIXES,
-  DEAD_RECORDS,
-];
+export const SESSION_TABLES = [SESSIONS, TRANSCRIPTS, MESSAGES, RUNS, DELIVERIES, RUN_PREFIXES, DEAD_RECORDS];
 
 /** The deployment's own rows: all in the home database (the first of storage.d1). */
 export const HOME_TABLES = [

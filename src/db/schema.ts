@@ -178,25 +178,6 @@ export const deliveries = sqliteTable(
   ],
 );
 
-/** Inbound webhook dedupe: one row per (channel, accountId, messageId). */
-export const inbound = sqliteTable(
-  "inbound",
-  {
-    channel: text("channel").notNull(),
-    accountId: text("account_id").notNull(),
-    messageId: text("message_id").notNull(),
-    sessionKey: text("session_key").notNull(),
-    sessionId: text("session_id").notNull(),
-    runId: text("run_id"),
-    status: text("status").notNull(),
-    createdAt: integer("created_at").notNull().default(sql`(unixepoch() * 1000)`),
-  },
-  (t) => [
-    primaryKey({ columns: [t.channel, t.accountId, t.messageId] }),
-    index("inbound_created").on(t.createdAt),
-  ],
-);
-
 /**
  * What the scheduled maintenance did last (one row per task: reset sweep, archival, retention,
  * scheduled jobs), so an operator sees it in the `status` RPC.

@@ -118,7 +118,7 @@ export interface EnqueueRequest {
   hook?: { name?: string; wake?: boolean };
   /** A compaction run (`/compact [instructions]`, `sessions.compact`): summarizes instead of a turn. */
   compact?: { instructions?: string };
-  /** For webhooks: the dedupe record written with the run (channel, account, messageId). */
+  /** For webhooks: the connector message the run answers (channel, account, messageId). */
   inbound?: { channel: string; accountId: string; messageId: string };
 }
 

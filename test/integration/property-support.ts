@@ -83,7 +83,7 @@ export async function expectErrorShape(res: Response): Promise<{ code: ErrorCode
 
 /** Rows in every table a request can write, in all databases. */
 export async function rowCounts(): Promise<Record<string, number>> {
-  const tables = ["sessions", "transcripts", "messages", "runs", "deliveries", "inbound", "memories"];
+  const tables = ["sessions", "transcripts", "messages", "runs", "deliveries", "memories"];
   const rows = await selectEach<Record<string, number>>(
     `SELECT ${tables.map((t) => `(SELECT COUNT(*) FROM ${t}) AS ${t}`).join(", ")}`,
   );

@@ -109,17 +109,9 @@ async function seed() {
   // A few rows of the tables moved by a scan (no index on their key), one of them of a deleted session.
   await insertRows(
     home,
-    "inbound",
-    ["channel", "account_id", "message_id", "session_key", "session_id", "status"],
-    [0, 1, 2, 3]
-      .map((i) => ["telegram", "default", `m-${i}`, keyOf(i), `sid-${i}`, "queued"])
-      .concat([["telegram", "default", "m-gone", "agent:main:deleted", "sid-gone", "queued"]]),
-  );
-  await insertRows(
-    home,
     "run_prefixes",
     ["prefix", "session_key"],
-    [0, 1, 2, 3].map((i) => [`p-${i}`, keyOf(i)]),
+    [0, 1, 2, 3].map((i) => [`p-${i}`, keyOf(i)]).concat([["p-gone", "agent:main:deleted"]]),
   );
   await insertRows(
     home,
@@ -162,26 +154,22 @@ async function seed() {
 async function placedRows(names: string[]) {
   const out: Record<string, Array<[string, string]>> = {};
   for (const name of names) {
-    const [sessions, transcripts, messages, runs, inbound, prefixes, deliveries, dead] = await db(name).batch(
-      [
-        db(name).prepare("SELECT key AS k FROM sessions"),
-        db(name).prepare("SELECT session_key AS k FROM transcripts"),
-        db(name).prepare(
-          "SELECT t.session_key AS k FROM messages m JOIN transcripts t ON t.session_id = m.session_id",
-        ),
-        db(name).prepare("SELECT session_key AS k FROM runs"),
-        db(name).prepare("SELECT session_key AS k FROM inbound"),
-        db(name).prepare("SELECT session_key AS k FROM run_prefixes"),
-        db(name).prepare("SELECT session_key AS k FROM deliveries"),
-        db(name).prepare("SELECT session_key AS k FROM dead_records"),
-      ],
-    );
+    const [sessions, transcripts, messages, runs, prefixes, deliveries, dead] = await db(name).batch([
+      db(name).prepare("SELECT key AS k FROM sessions"),
+      db(name).prepare("SELECT session_key AS k FROM transcripts"),
+      db(name).prepare(
+        "SELECT t.session_key AS k FROM messages m JOIN transcripts t ON t.session_id = m.session_id",
+      ),
+      db(name).prepare("SELECT session_key AS k FROM runs"),
+      db(name).prepare("SELECT session_key AS k FROM run_prefixes"),
+      db(name).prepare("SELECT session_key AS k FROM deliveries"),
+      db(name).prepare("SELECT session_key AS k FROM dead_records"),
+    ]);
     const rows = {
       sessions,
       transcripts,
       messages,
       runs,
-      inbound,
       run_prefixes: prefixes,
       deliveries,
       dead_records: dead,
@@ -220,8 +208,7 @@ async function expectPlaced(list: string[]) {
           : 1;
   expect([...seen.entries()].filter(([id, n]) => n !== times(id))).toEqual([]);
   expect(count("messages")).toBe(SESSIONS / 10 + 1);
-  expect(count("inbound")).toBe(5);
-  expect(count("run_prefixes")).toBe(4);
+  expect(count("run_prefixes")).toBe(5);
   expect(count("deliveries")).toBe(3);
   expect(count("dead_records")).toBe(1);
 }
@@ -552,9 +539,9 @@ describe("storage rebalance", () => {
       const calls = await rebalanceAll(other, { limit: 1000 });
       expect(calls[0]?.from).toEqual(["DB"]);
       expect(movedIn(calls)).toBe(SESSIONS);
-      // The scanned tables moved whole, the dedupe row of a session deleted since included.
+      // The scanned tables moved whole, the run-id prefix of a session deleted since included.
       const rows = (t: string) => calls.reduce((n, c) => n + (c.rows[t] ?? 0), 0);
-      expect([rows("inbound"), rows("run_prefixes"), rows("dead_records")]).toEqual([5, 4, 1]);
+      expect([rows("run_prefixes"), rows("dead_records")]).toEqual([5, 1]);
       expect(calls[calls.length - 1]?.verify).toMatchObject({ ok: true, recorded: true });
       const deployment = ["maintenance", "memories", "job_runs", "paired_senders"];
       for (const [name, n] of [

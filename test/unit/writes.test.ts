@@ -25,7 +25,6 @@ function built(statement: D1PreparedStatement) {
 type RunInsert = typeof schema.runs.$inferInsert;
 type RunFields = Partial<Omit<RunInsert, "runId">>;
 type DeliveryInsert = typeof schema.deliveries.$inferInsert;
-type InboundInsert = typeof schema.inbound.$inferInsert;
 
 const fresh = newSessionRow(
   "agent:main:telegram:dm:42",
@@ -141,31 +140,6 @@ const deliveries: DeliveryInsert[] = [
     status: "pending",
     createdAt: 5,
     updatedAt: 5,
-  },
-];
-
-const _inbounds: InboundInsert[] = [
-  {
-    channel: "telegram",
-    accountId: "bot",
-    messageId: "m1",
-    sessionKey: "k",
-    sessionId: "s",
-    runId: "r1",
-    status: "queued",
-    createdAt: 5,
-  },
-  // No createdAt: drizzle inlines the column's SQL default.
-  { channel: "slack", accountId: "T1", messageId: "m2", sessionKey: "k", sessionId: "s", status: "queued" },
-  {
-    channel: "slack",
-    accountId: "T1",
-    messageId: "m3",
-    sessionKey: "k",
-    sessionId: "s",
-    runId: null,
-    status: "duplicate",
-    createdAt: 6,
   },
 ];
 

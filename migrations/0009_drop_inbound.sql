@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS `inbound_created`;--> statement-breakpoint
+DROP TABLE IF EXISTS `inbound`;

@@ -1,7 +1,7 @@
 /**
  * Read statements for the hot read paths (an entry by key, a listing page, a history page):
  * plain SQL through D1, rows read as arrays (`.raw()`: the D1 client builds no object per row)
- * and mapped to the schema's row shape by the columns written out in columns.ts (name and
+ * and mapped to the row shape by the schema's columns (columns.ts: name and
  * codec per property), with no drizzle query builder or row mapping on the way, whose per-call
  * object walks were the largest share of a read request's isolate time. A row is what drizzle's
  * `.select().from(table)` returns (test/unit/reads.test.ts compares them). The select list of
@@ -136,7 +136,7 @@ export const MAX_UNION_TERMS = 5;
  * other's columns. More parts than D1 takes in one statement (MAX_UNION_TERMS selects,
  * MAX_BOUND_PARAMS parameters) go in a few statements, read in parallel. Each list is in the
  * order its part's rows came (a union promises no order across parts; callers that need one
- * sort). Rows are decoded by the columns of columns.ts, as drizzle decodes them.
+ * sort). Rows are decoded by the schema's columns (columns.ts), as drizzle decodes them.
  */
 export async function selectUnion(db: D1Database, parts: SelectPart[]): Promise<Record<string, unknown>[][]> {
   return (await selectUnionRaw(db, parts)).map((rows) => rows.map(decodeRow));

@@ -1,6 +1,6 @@
 /**
  * Write statements for the hot path (a run, its session entry, deliveries) and the rows a
- * rebalance copies: plain SQL through D1, built from the columns written out in columns.ts,
+ * rebalance copies: plain SQL through D1, built from the schema's columns (columns.ts),
  * with no drizzle query builder on the way, whose SQL assembly was a measurable share of each
  * message's isolate time. A call stores what drizzle's insert/upsert/update of the same values
  * stores, in the same SQL text with the same params (test/unit/writes.test.ts compares them):

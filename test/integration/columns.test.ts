@@ -1,0 +1,149 @@
+/**
+ * src/db/columns.ts derives from the drizzle schema the column names, storage and insert
+ * defaults that the plain statements of reads.ts and writes.ts use. These cases hold what it
+ * derives against the tables the migrations build in D1 (what a deployment really has): the
+ * same tables, and per column the same name, SQL type, NOT NULL and default. A schema change
+ * without its migration fails here, naming the table and the column.
+ */
+import { env } from "cloudflare:workers";
+import { getTableColumns, getTableName, is, sql } from "drizzle-orm";
+import { integer, real, type SQLiteColumn, SQLiteTable, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { describe, expect, it } from "vitest";
+import { type Codec, type Fallback, type TableDef, tableDef } from "../../src/db/columns";
+import * as schema from "../../src/db/schema";
+
+const TABLES = (Object.values(schema) as unknown[]).filter((value): value is SQLiteTable =>
+  is(value, SQLiteTable),
+);
+
+interface TableInfo {
+  name: string;
+  type: string;
+  notnull: number;
+  dflt_value: string | null;
+}
+
+/** The SQL type each codec is stored as. */
+const SQL_TYPES: Record<Codec, string> = {
+  text: "text",
+  json: "text",
+  integer: "integer",
+  boolean: "integer",
+};
+
+/** A fallback as the migrations' DDL writes it (`DEFAULT …`), null for none. */
+function ddlDefault(fallback: Fallback | undefined): string | null {
+  if (fallback === undefined) return null;
+  if ("sql" in fallback) return fallback.sql;
+  const { value } = fallback;
+  return typeof value === "string" ? `'${value.replaceAll("'", "''")}'` : String(value);
+}
+
+/** Every difference between a table's derived columns and D1's table, one line each. */
+function drift(def: TableDef, notNull: Record<string, boolean>, info: TableInfo[]): string[] {
+  const problems: string[] = [];
+  const byName = new Map(info.map((column) => [column.name, column]));
+  const derived = new Set(Object.values(def.columns).map((column) => column.name));
+  for (const column of info) {
+    if (!derived.has(column.name)) problems.push(`${def.name}.${column.name}: in D1, not in the schema`);
+  }
+  for (const [property, column] of Object.entries(def.columns)) {
+    const at = `${def.name}.${property}`;
+    const stored = byName.get(column.name);
+    if (!stored) {
+      problems.push(`${at}: column "${column.name}" is not in D1`);
+      continue;
+    }
+    const type = stored.type.toLowerCase();
+    if (type !== SQL_TYPES[column.codec]) {
+      problems.push(`${at}: ${column.codec} is stored as ${SQL_TYPES[column.codec]}, D1 has ${type}`);
+    }
+    if (Boolean(stored.notnull) !== notNull[property]) {
+      problems.push(
+        `${at}: NOT NULL is ${notNull[property]} in the schema, ${Boolean(stored.notnull)} in D1`,
+      );
+    }
+    const expected = ddlDefault(column.fallback);
+    if (stored.dflt_value !== expected) {
+      problems.push(
+        `${at}: default is ${expected ?? "none"} in the schema, ${stored.dflt_value ?? "none"} in D1`,
+      );
+    }
+  }
+  return problems;
+}
+
+const notNullOf = (table: SQLiteTable) =>
+  Object.fromEntries(
+    Object.entries(getTableColumns(table) as Record<string, SQLiteColumn>).map(([k, c]) => [k, c.notNull]),
+  );
+
+async function tableInfo(name: string): Promise<TableInfo[]> {
+  return (await env.DB.prepare(`PRAGMA table_info("${name}")`).all<TableInfo>()).results;
+}
+
+describe("the schema's columns (src/db/columns.ts) are the tables the migrations build", () => {
+  it("the same tables", async () => {
+    const { results } = await env.DB.prepare(
+      "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '\\_%' ESCAPE '\\' AND name != 'd1_migrations' ORDER BY name",
+    ).all<{ name: string }>();
+    expect(results.map((r) => r.name)).toEqual(TABLES.map((t) => getTableName(t)).sort());
+  });
+
+  it.each(TABLES.map((table) => [getTableName(table), table] as const))("%s", async (name, table) => {
+    expect(drift(tableDef(table), notNullOf(table), await tableInfo(name))).toEqual([]);
+  });
+
+  it("a difference fails naming the table and the property", async () => {
+    const def = tableDef(schema.runs);
+    const { deliver: _deliver, ...kept } = def.columns;
+    const altered: TableDef = {
+      name: "runs",
+      columns: {
+        ...kept,
+        status: { name: "status", codec: "integer" },
+        error: { name: "err", codec: "text" },
+        usage: { name: "usage", codec: "json", fallback: { value: "{}" } },
+      },
+    };
+    expect(drift(altered, notNullOf(schema.runs), await tableInfo("runs"))).toEqual([
+      "runs.error: in D1, not in the schema",
+      "runs.deliver: in D1, not in the schema",
+      "runs.status: integer is stored as integer, D1 has text",
+      'runs.error: column "err" is not in D1',
+      "runs.usage: default is '{}' in the schema, none in D1",
+    ]);
+  });
+});
+
+describe("tableDef", () => {
+  it("derives names, storage and defaults from the drizzle columns, in declaration order", () => {
+    const t = sqliteTable("t", {
+      id: text("id").primaryKey(),
+      n: integer("n_col").notNull().default(0),
+      flag: integer("flag", { mode: "boolean" }).default(false),
+      body: text("body", { mode: "json" }),
+      state: text("state").default("idle"),
+      at: integer("at").default(sql`(unixepoch() * 1000)`),
+    });
+    expect(tableDef(t)).toEqual({
+      name: "t",
+      columns: {
+        id: { name: "id", codec: "text" },
+        n: { name: "n_col", codec: "integer", fallback: { value: 0 } },
+        flag: { name: "flag", codec: "boolean", fallback: { value: false } },
+        body: { name: "body", codec: "json" },
+        state: { name: "state", codec: "text", fallback: { value: "idle" } },
+        at: { name: "at", codec: "integer", fallback: { sql: "(unixepoch() * 1000)" } },
+      },
+    });
+    expect(Object.keys(tableDef(schema.sessions).columns)).toEqual(
+      Object.keys(getTableColumns(schema.sessions)),
+    );
+  });
+
+  it("refuses a column its statements cannot store, naming it", () => {
+    const measured = sqliteTable("measured", { id: text("id"), score: real("score") });
+    expect(() => tableDef(measured)).toThrow("measured.score: a SQLiteReal column is not supported");
+  });
+});

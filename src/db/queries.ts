@@ -65,36 +65,43 @@ export async function firstOf<T>(
 // ---------------------------------------------------------------------------------------------
 // Sessions
 
-export function upsertSessionStatement(db: D1Database, row: SessionRow): D1PreparedStatement {
-  const { key: _key, ...rest } = row;
-  return statement(db, insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest }));
-}
-
 /**
- * The columns an upsert of a run's entry leaves alone (session/d1/statements.ts
- * `runEntryStatement`): set when the entry or its transcript began, or by a patch written whole.
+ * The columns an upsert with `set: "run"` leaves alone: set when the entry or its transcript
+ * began (its agent, kind, creation, spawner, sessionId), or its label (changed only by a patch,
+ * written whole). Their indexes are then not rewritten (D1 bills each index row it writes).
  */
 const RUN_KEEPS = new Set(["key", "agentId", "kind", "createdAt", "spawnedBy", "sessionId", "label"]);
+/** An upsert of the whole entry leaves only its key alone. */
+const ALL_KEEPS = new Set(["key"]);
 
-/** The entry's upsert with only the columns a run, an admission or the sweep change. */
-export function upsertSessionRunStatement(db: D1Database, row: SessionRow): D1PreparedStatement {
-  const set = Object.fromEntries(Object.entries(row).filter(([k]) => !RUN_KEEPS.has(k)));
-  return statement(db, insertQuery(schema.sessions, row, { target: schema.sessions.key, set }));
-}
-
-/** The upsert of an entry updates only a stored row not updated later than the entry. */
-/** Strictly older: a deferred entry as new as the stored one (the same admission) leaves it alone. */
+/** Strictly older: an entry as new as the stored one (the same admission, landing late) leaves it alone. */
 const NOT_NEWER = `${col(schema.sessions, "updatedAt")} < excluded.${col(schema.sessions, "updatedAt")}`;
 
-/**
- * The entry's upsert, unless the stored row was updated later: a deferred write that lands
- * after a newer one never moves the entry back.
- */
-export function upsertSessionUnlessNewerStatement(db: D1Database, row: SessionRow): D1PreparedStatement {
-  const { key: _key, ...rest } = row;
+export interface SessionUpsert {
+  /**
+   * Which columns an existing row takes: `"all"` (default), or `"run"`, those a run, an
+   * admission or the sweep change. A missing row is inserted whole either way.
+   */
+  set?: "all" | "run";
+  /** Update the stored row only if it was updated earlier: a late write never moves it back. */
+  unlessNewer?: boolean;
+}
+
+/** The entry's upsert by key. */
+export function upsertSessionStatement(
+  db: D1Database,
+  row: SessionRow,
+  { set = "all", unlessNewer = false }: SessionUpsert = {},
+): D1PreparedStatement {
+  const keeps = set === "run" ? RUN_KEEPS : ALL_KEEPS;
+  const values = Object.fromEntries(Object.entries(row).filter(([k]) => !keeps.has(k)));
   return statement(
     db,
-    insertQuery(schema.sessions, row, { target: schema.sessions.key, set: rest, where: NOT_NEWER }),
+    insertQuery(schema.sessions, row, {
+      target: schema.sessions.key,
+      set: values,
+      ...(unlessNewer ? { where: NOT_NEWER } : {}),
+    }),
   );
 }
 
@@ -113,14 +120,6 @@ export function recordTranscriptsStatement(
   rows: ReadonlyArray<typeof schema.transcripts.$inferInsert>,
 ): D1PreparedStatement {
   return statement(db, insertManyQuery(schema.transcripts, rows));
-}
-
-export async function upsertSession(env: Env, row: SessionRow): Promise<void> {
-  const { key, ...rest } = row;
-  await database(databaseOfKey(env, key))
-    .insert(schema.sessions)
-    .values(row)
-    .onConflictDoUpdate({ target: schema.sessions.key, set: rest });
 }
 
 export async function getSession(env: Env, key: string): Promise<SessionRow | undefined> {
@@ -199,11 +198,7 @@ export async function transcriptOwner(env: Env, sessionId: string) {
 }
 
 export async function recordTranscript(env: Env, sessionId: string, sessionKey: string, now: number) {
-  await database(databaseOfKey(env, sessionKey))
-    .insert(schema.transcripts)
-    .values({ sessionId, sessionKey, createdAt: now })
-    .onConflictDoNothing()
-    .run();
+  await recordTranscriptStatement(databaseOfKey(env, sessionKey), sessionId, sessionKey, now).run();
 }
 
 export async function deleteSessionRows(env: Env, key: string, deleteTranscript: boolean): Promise<void> {

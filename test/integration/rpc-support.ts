@@ -10,7 +10,7 @@ import {
   recordTranscript,
   type SessionRow,
   transcriptOwner,
-  upsertSession,
+  upsertSessionStatement,
 } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
@@ -89,7 +89,10 @@ export async function seedSessions(rows: SessionRow[]): Promise<SessionRow[]> {
     await Promise.all(
       rows
         .slice(i, i + 50)
-        .flatMap((r) => [upsertSession(env, r), recordTranscript(env, r.sessionId, r.key, r.createdAt)]),
+        .flatMap((r) => [
+          upsertSessionStatement(databaseOfKey(env, r.key), r).run(),
+          recordTranscript(env, r.sessionId, r.key, r.createdAt),
+        ]),
     );
   }
   return rows;

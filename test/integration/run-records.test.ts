@@ -9,7 +9,7 @@ import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } fro
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { databaseOfKey } from "../../src/db/placement";
-import { getSession, upsertSessionStatement, upsertSessionUnlessNewerStatement } from "../../src/db/queries";
+import { getSession, upsertSessionStatement } from "../../src/db/queries";
 import { newSessionRow } from "../../src/session/entry/rules";
 import {
   batches,
@@ -387,7 +387,7 @@ describe("a connector's message reaches D1 with its run's finalize", () => {
     expect(users).toEqual(acks.map((_, i) => `user:m${i}`));
     for (const ack of acks) {
       expect(await runOf(ack.runId)).toMatchObject({ status: "ok" });
-      }
+    }
     await drain(key);
     expect(await journalRows(key)).toBe(0);
   });
@@ -402,12 +402,18 @@ describe("a connector's message reaches D1 with its run's finalize", () => {
     );
     const db = databaseOfKey(env, key);
     await db.batch([upsertSessionStatement(db, { ...entry, updatedAt: 2_000, label: "newer" })]);
-    await db.batch([upsertSessionUnlessNewerStatement(db, { ...entry, updatedAt: 1_500, label: "older" })]);
+    await db.batch([
+      upsertSessionStatement(db, { ...entry, updatedAt: 1_500, label: "older" }, { unlessNewer: true }),
+    ]);
     expect((await getSession(env, key))?.label).toBe("newer");
-    await db.batch([upsertSessionUnlessNewerStatement(db, { ...entry, updatedAt: 2_500, label: "newest" })]);
+    await db.batch([
+      upsertSessionStatement(db, { ...entry, updatedAt: 2_500, label: "newest" }, { unlessNewer: true }),
+    ]);
     expect((await getSession(env, key))?.label).toBe("newest");
     // As new as the stored one (the same admission, landing late): left alone.
-    await db.batch([upsertSessionUnlessNewerStatement(db, { ...entry, updatedAt: 2_500, label: "same" })]);
+    await db.batch([
+      upsertSessionStatement(db, { ...entry, updatedAt: 2_500, label: "same" }, { unlessNewer: true }),
+    ]);
     expect((await getSession(env, key))?.label).toBe("newest");
   });
 });

@@ -1,5 +1,5 @@
 import { env } from "cloudflare:workers";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { integer, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
@@ -156,6 +156,36 @@ describe("hot write statements match drizzle's SQL and params", () => {
         .onConflictDoUpdate({ target: schema.sessions.key, set: rest })
         .toSQL();
       expect(built(upsertSessionStatement(recording, row))).toEqual(expected);
+    }
+  });
+
+  it("upsertSessionStatement of a run's columns: an existing row keeps those set when it began and its label", () => {
+    const kept = ["key", "agentId", "kind", "createdAt", "spawnedBy", "sessionId", "label"];
+    for (const row of twice([fresh, populated, partial])) {
+      const set = Object.fromEntries(Object.entries(row).filter(([k]) => !kept.includes(k)));
+      const expected = db
+        .insert(schema.sessions)
+        .values(row)
+        .onConflictDoUpdate({ target: schema.sessions.key, set })
+        .toSQL();
+      expect(built(upsertSessionStatement(recording, row, { set: "run" }))).toEqual(expected);
+    }
+  });
+
+  it("upsertSessionStatement unless newer: the update applies only over an older row", () => {
+    for (const row of twice([fresh, populated])) {
+      const { key: _key, ...rest } = row;
+      const s = schema.sessions;
+      const expected = db
+        .insert(s)
+        .values(row)
+        .onConflictDoUpdate({
+          target: s.key,
+          set: rest,
+          setWhere: sql`${sql.identifier("updated_at")} < excluded.${sql.identifier("updated_at")}`,
+        })
+        .toSQL();
+      expect(built(upsertSessionStatement(recording, row, { unlessNewer: true }))).toEqual(expected);
     }
   });
 

@@ -5,13 +5,7 @@
  * `dead_records`; and which D1 error is a label taken (a unique index refused the entry).
  */
 import { appendMessageStatements } from "../../db/messages";
-import {
-  recordTranscriptsStatement,
-  type SessionRow,
-  upsertSessionRunStatement,
-  upsertSessionStatement,
-  upsertSessionUnlessNewerStatement,
-} from "../../db/queries";
+import { recordTranscriptsStatement, type SessionRow, upsertSessionStatement } from "../../db/queries";
 import { insertDeadRecordStatement, runRecordsStatement } from "../../db/run-records";
 import { insertDeliveriesStatement } from "../../db/runs";
 import { DurableDocumentError } from "../../runs/durable";
@@ -65,7 +59,7 @@ export function sessionStatement(db: D1Database, entry: SessionRow): D1PreparedS
  * that is missing is inserted whole.
  */
 export function runEntryStatement(db: D1Database, entry: SessionRow): D1PreparedStatement {
-  return upsertSessionRunStatement(db, { ...entry, expiredAt: closedAt(entry, Date.now()) });
+  return upsertSessionStatement(db, { ...entry, expiredAt: closedAt(entry, Date.now()) }, { set: "run" });
 }
 
 /** A journal row no version can read, with why. */
@@ -136,7 +130,11 @@ export function batchStatements(
   }
   if (newest) {
     statements.unshift(
-      upsertSessionUnlessNewerStatement(db, { ...newest, expiredAt: closedAt(newest, Date.now()) }),
+      upsertSessionStatement(
+        db,
+        { ...newest, expiredAt: closedAt(newest, Date.now()) },
+        { unlessNewer: true },
+      ),
     );
   }
   if (transcripts.length) statements.push(recordTranscriptsStatement(db, transcripts));

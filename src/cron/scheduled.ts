@@ -11,7 +11,8 @@
  */
 import { loadConfig } from "../config/load";
 import type { Config } from "../config/schema";
-import { recordTaskRuns, type TaskRun } from "../db/maintenance";
+import type { TaskRun } from "../db/json-columns";
+import { recordTaskRuns } from "../db/maintenance";
 import { checkPlacement } from "../db/placement-check";
 import { archiveIdleSubagents } from "../db/queries";
 import { overdueDeliveries, staleActiveRuns } from "../db/runs";

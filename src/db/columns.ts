@@ -1,17 +1,21 @@
 /**
  * The schema's columns as SQL sees them, for the plain statements of reads.ts and writes.ts:
  * per table, each row property's column name, how its value is stored (text and integer as
- * they are, booleans as 0/1, JSON as its text) and what an insert without the value stores,
- * in the schema's declaration order. Derived from the drizzle tables of schema.ts
- * (`getTableColumns`), every one of them when this module loads, so a column type or default
- * these statements cannot store fails at startup. test/integration/columns.test.ts holds what
- * they say against the tables the migrations build.
+ * they are, booleans as 0/1, JSON as its text, read back through the column's schema:
+ * json-columns.ts) and what an insert without the value stores, in the schema's declaration
+ * order. Derived from the drizzle tables of schema.ts (`getTableColumns`), every one of them
+ * when this module loads, so a column type or default these statements cannot store fails at
+ * startup. test/integration/columns.test.ts holds what they say against the tables the
+ * migrations build.
  */
 import { getTableColumns, getTableName, is, SQL } from "drizzle-orm";
 import { type SQLiteColumn, SQLiteSyncDialect, SQLiteTable } from "drizzle-orm/sqlite-core";
 import * as schema from "./schema";
 
 export type Codec = "text" | "integer" | "boolean" | "json";
+
+/** How a stored value becomes a row's value; null when it is the value (text, integer). */
+export type Decode = ((value: unknown) => unknown) | null;
 
 /** What an insert without the value stores: the `.default(value)` (bound) or SQL default (inlined). */
 export type Fallback = { value: string | number | boolean } | { sql: string };
@@ -20,6 +24,8 @@ export interface ColumnDef {
   /** The column name, unquoted. */
   name: string;
   codec: Codec;
+  /** How a stored value (not null) becomes the row's value; null when it is the value. */
+  decode: Decode;
   /** None: the column has no default, an insert without the value stores null. */
   fallback?: Fallback;
 }
@@ -33,36 +39,49 @@ export interface TableDef {
 
 /**
  * The codec of each drizzle column type these statements store (the mode is in the type:
- * `integer(…, { mode: "boolean" })` is SQLiteBoolean, `text(…, { mode: "json" })` SQLiteTextJson).
+ * `integer(…, { mode: "boolean" })` is SQLiteBoolean); a JSON column is json-columns.ts's
+ * `json()`, a custom text column that decodes through its schema. A `text(…, { mode: "json" })`
+ * column, which would be read unchecked, is refused.
  */
 const CODECS: Record<string, Codec> = {
   SQLiteText: "text",
   SQLiteInteger: "integer",
   SQLiteBoolean: "boolean",
-  SQLiteTextJson: "json",
+  SQLiteCustomColumn: "json",
 };
+
+const decodeBoolean = (value: unknown): boolean => Number(value) === 1;
 
 const dialect = new SQLiteSyncDialect();
 
 function columnDef(table: string, property: string, column: SQLiteColumn): ColumnDef {
   const at = `${table}.${property}`;
   const codec = CODECS[column.columnType];
-  if (!codec) throw new Error(`${at}: a ${column.columnType} column is not supported by src/db/columns.ts`);
+  if (!codec || (codec === "json" && column.getSQLType() !== "text")) {
+    throw new Error(`${at}: a ${column.columnType} column is not supported by src/db/columns.ts`);
+  }
   // Drizzle computes these per statement; a statement text built once cannot.
   if (column.defaultFn || column.onUpdateFn || column.generated) {
     throw new Error(
       `${at}: a $defaultFn, $onUpdateFn or generated column is not supported by src/db/columns.ts`,
     );
   }
+  const decode: Decode =
+    codec === "boolean"
+      ? decodeBoolean
+      : codec === "json"
+        ? (value) => column.mapFromDriverValue(value)
+        : null;
+  const def: ColumnDef = { name: column.name, codec, decode };
   // An integer primary key has a default (its rowid) but no value: drizzle inserts null.
   const value: unknown = column.default;
-  if (value === undefined || value === null) return { name: column.name, codec };
+  if (value === undefined || value === null) return def;
   if (is(value, SQL)) {
     const query = dialect.sqlToQuery(value);
     if (query.params.length > 0) throw new Error(`${at}: a SQL default with params is not supported`);
-    return { name: column.name, codec, fallback: { sql: query.sql } };
+    return { ...def, fallback: { sql: query.sql } };
   }
-  return { name: column.name, codec, fallback: { value: value as string | number | boolean } };
+  return { ...def, fallback: { value: value as string | number | boolean } };
 }
 
 function derive(table: SQLiteTable): TableDef {
@@ -98,15 +117,4 @@ export function encode(codec: Codec, value: unknown): unknown {
   if (codec === "boolean") return value ? 1 : 0;
   if (codec === "json") return JSON.stringify(value);
   return value;
-}
-
-/** How a stored value becomes a row's value; null when it is the value (text, integer). */
-export type Decode = ((value: unknown) => unknown) | null;
-
-const decodeBoolean = (value: unknown): boolean => Number(value) === 1;
-const decodeJson = (value: unknown): unknown => JSON.parse(value as string);
-
-/** The decoder of a codec (applied to non-null values only). */
-export function decoderOf(codec: Codec): Decode {
-  return codec === "boolean" ? decodeBoolean : codec === "json" ? decodeJson : null;
 }

@@ -7,6 +7,7 @@
  * the maintenance record are the deployment's own, in its home database.
  */
 import { and, asc, desc, eq, gte, isNull, lte, sql } from "drizzle-orm";
+import type { TaskRun } from "./json-columns";
 import { groupByDatabase, homeDatabase, readEach } from "./placement";
 import { database } from "./queries";
 import * as schema from "./schema";
@@ -280,14 +281,6 @@ export async function lastJobRun(env: Env, jobId: string): Promise<JobRun | unde
 
 // ---------------------------------------------------------------------------------------------
 // The maintenance record
-
-export interface TaskRun {
-  at: number;
-  durationMs: number;
-  /** Whether this invocation changed anything (kept as `lastWork` if so). */
-  worked: boolean;
-  [count: string]: unknown;
-}
 
 /** Records each task's run; a run that changed nothing keeps the previous `lastWork`. */
 export async function recordTaskRuns(env: Env, runs: Record<string, TaskRun>): Promise<void> {

@@ -86,7 +86,7 @@ function rowToMessage(r: MessageRow): TranscriptMessage {
     id: r.id,
     seq: r.seq,
     role: r.role as TranscriptMessage["role"],
-    content: r.content as TranscriptMessage["content"],
+    content: r.content,
     timestamp: r.timestamp,
   };
   if (r.toolCallId) m.toolCallId = r.toolCallId;
@@ -94,8 +94,8 @@ function rowToMessage(r: MessageRow): TranscriptMessage {
   if (r.isError !== null) m.isError = r.isError;
   if (r.runId) m.runId = r.runId;
   if (r.model) m.model = r.model;
-  if (r.usage) m.usage = r.usage as TranscriptMessage["usage"];
-  if (r.provenance) m.provenance = r.provenance as TranscriptMessage["provenance"];
+  if (r.usage) m.usage = r.usage;
+  if (r.provenance) m.provenance = r.provenance;
   if (r.firstKeptSeq !== null) m.compaction = { firstKeptSeq: r.firstKeptSeq };
   return m;
 }

@@ -14,22 +14,6 @@ export type SessionRow = typeof schema.sessions.$inferSelect;
 export type RunRow = typeof schema.runs.$inferSelect;
 export type DeliveryRow = typeof schema.deliveries.$inferSelect;
 
-export interface DeliveryContext {
-  channel: string;
-  to: string;
-  accountId: string;
-  threadId?: string;
-}
-
-export interface Origin {
-  label?: string;
-  provider?: string;
-  from?: string;
-  to?: string;
-  accountId?: string;
-  threadId?: string;
-}
-
 /** One drizzle instance per D1 binding: building one extracts the relational config of the whole schema. */
 const drizzles = new WeakMap<D1Database, DrizzleD1Database<typeof schema>>();
 

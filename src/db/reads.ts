@@ -9,7 +9,7 @@
  * only their WHERE/ORDER clauses, with `?` parameters.
  */
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
-import { type Decode, decoderOf, tableDef } from "./columns";
+import { type Decode, tableDef } from "./columns";
 
 /** [property, column name, quoted column name, decoder]. */
 type Decoder = [key: string, name: string, quoted: string, decode: Decode];
@@ -42,7 +42,7 @@ function plan(table: SQLiteTable): TablePlan {
     decoders: new Map(
       Object.entries(def.columns).map(([key, column]) => [
         key,
-        [key, column.name, `"${column.name}"`, decoderOf(column.codec)],
+        [key, column.name, `"${column.name}"`, column.decode],
       ]),
     ),
     projections: new Map(),

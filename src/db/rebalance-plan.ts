@@ -6,8 +6,9 @@
  * with, which its verify step compares; its end records the new list in each of them, the home
  * last, so a kill in either write is found and redone by the next call.
  */
-import { z } from "zod";
+import type { z } from "zod";
 import { fnv1a32 } from "../hash";
+import { CountsSchema, decodeJson, NameListSchema } from "./json-columns";
 import { bindingOf, databaseNames, placeIndex, StorageBindingError } from "./placement";
 import { writePlacementRecord } from "./placement-check";
 import { database } from "./queries";
@@ -52,21 +53,17 @@ export interface RebalancePlan {
   place(key: string): number;
 }
 
-const List = z.array(z.string());
-const Counts = z.record(z.string(), z.number());
-
 export const sameList = (a: readonly string[], b: readonly string[]) =>
   a.length === b.length && a.every((name, i) => name === b[i]);
 
 export const listText = (names: readonly string[]) => `[${names.map((n) => JSON.stringify(n)).join(", ")}]`;
 
-function parseJson<T>(schemaOf: z.ZodType<T>, text: unknown, what: string): T | undefined {
-  if (text === null || text === undefined) return undefined;
-  const parsed = schemaOf.safeParse(JSON.parse(String(text)));
-  if (!parsed.success) throw new Error(`storage_placement.${what} is not what a rebalance writes: ${text}`);
-  return parsed.data;
+/** A JSON column of storage_placement as read raw (null: none), through the column's schema. */
+function decoded<T>(column: string, schemaOf: z.ZodType<T>, text: unknown): T | undefined {
+  return text === null || text === undefined
+    ? undefined
+    : decodeJson(`storage_placement.${column}`, schemaOf, text);
 }
-
 async function readState(name: string, db: D1Database): Promise<DatabaseState> {
   let results: D1Result[];
   try {
@@ -86,9 +83,9 @@ async function readState(name: string, db: D1Database): Promise<DatabaseState> {
   return {
     name,
     db,
-    recorded: parseJson(List, mark?.databases, "databases"),
-    movingTo: parseJson(List, mark?.moving_to, "moving_to"),
-    counts: parseJson(Counts, mark?.counts, "counts"),
+    recorded: decoded("databases", NameListSchema, mark?.databases),
+    movingTo: decoded("moving_to", NameListSchema, mark?.moving_to),
+    counts: decoded("counts", CountsSchema, mark?.counts),
     used: (results[1]?.results.length ?? 0) > 0,
   };
 }

@@ -5,6 +5,17 @@
  */
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import {
+  ContentSchema,
+  CountsSchema,
+  DeliveryContextSchema,
+  json,
+  NameListSchema,
+  OriginSchema,
+  ProvenanceSchema,
+  TaskRunSchema,
+  UsageSchema,
+} from "./json-columns";
 
 export const sessions = sqliteTable(
   "sessions",
@@ -38,8 +49,8 @@ export const sessions = sqliteTable(
     lastTo: text("last_to"),
     lastAccountId: text("last_account_id"),
     lastThreadId: text("last_thread_id"),
-    deliveryContext: text("delivery_context", { mode: "json" }),
-    origin: text("origin", { mode: "json" }),
+    deliveryContext: json("delivery_context", DeliveryContextSchema),
+    origin: json("origin", OriginSchema),
     spawnedBy: text("spawned_by"),
     archivedAt: integer("archived_at"),
     runStatus: text("run_status").notNull().default("idle"),
@@ -92,15 +103,15 @@ export const messages = sqliteTable(
     /** Deterministic per run step (e.g. `<runId>:s2:a`), so a resumed run never appends twice. */
     id: text("id").notNull(),
     role: text("role").notNull(),
-    content: text("content", { mode: "json" }).notNull(),
+    content: json("content", ContentSchema).notNull(),
     toolCallId: text("tool_call_id"),
     toolName: text("tool_name"),
     isError: integer("is_error", { mode: "boolean" }),
     timestamp: integer("timestamp").notNull(),
     runId: text("run_id"),
     model: text("model"),
-    usage: text("usage", { mode: "json" }),
-    provenance: text("provenance", { mode: "json" }),
+    usage: json("usage", UsageSchema),
+    provenance: json("provenance", ProvenanceSchema),
     /** Compaction entries: summary text lives in content, this is the first seq kept. */
     firstKeptSeq: integer("first_kept_seq"),
   },
@@ -125,7 +136,7 @@ export const runs = sqliteTable(
     endedAt: integer("ended_at"),
     error: text("error"),
     reply: text("reply"),
-    usage: text("usage", { mode: "json" }),
+    usage: json("usage", UsageSchema),
     model: text("model"),
     deliver: integer("deliver", { mode: "boolean" }).notNull().default(false),
     delivered: integer("delivered", { mode: "boolean" }),
@@ -186,9 +197,9 @@ export const maintenance = sqliteTable("maintenance", {
   task: text("task").primaryKey(),
   lastRunAt: integer("last_run_at").notNull(),
   /** The last invocation: when, how long, its counts (or its error). */
-  lastRun: text("last_run", { mode: "json" }).notNull(),
+  lastRun: json("last_run", TaskRunSchema).notNull(),
   /** The last invocation that changed something, kept while later ones find nothing to do. */
-  lastWork: text("last_work", { mode: "json" }),
+  lastWork: json("last_work", TaskRunSchema),
 });
 
 /**
@@ -328,10 +339,10 @@ export const accessRefusals = sqliteTable(
  */
 export const storagePlacement = sqliteTable("storage_placement", {
   id: integer("id").primaryKey(),
-  databases: text("databases", { mode: "json" }).$type<string[]>().notNull(),
+  databases: json("databases", NameListSchema).notNull(),
   /** While a rebalance runs (in the home database): the list it moves to. */
-  movingTo: text("moving_to", { mode: "json" }).$type<string[]>(),
+  movingTo: json("moving_to", NameListSchema),
   /** The row counts, per table, over all databases when the rebalance began. */
-  counts: text("counts", { mode: "json" }).$type<Record<string, number>>(),
+  counts: json("counts", CountsSchema),
   updatedAt: integer("updated_at").notNull(),
 });

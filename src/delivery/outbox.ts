@@ -17,7 +17,8 @@
  *   settled   -                     1     delivered or dead, not recorded yet (leaves when it is)
  */
 import type { Config } from "../config/schema";
-import type { DeliveryContext, SessionRow } from "../db/queries";
+import type { DeliveryContext } from "../db/json-columns";
+import type { SessionRow } from "../db/queries";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import { DurableDocumentError } from "../runs/durable";

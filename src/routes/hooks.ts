@@ -137,7 +137,7 @@ function routeFor(
     return { channel, to: body.to, accountId };
   }
   if (!body.deliver) return undefined;
-  const route = entry?.deliveryContext as DeliveryRoute | null | undefined;
+  const route = entry?.deliveryContext;
   if (!route) {
     throw new ApiError(
       "INVALID_REQUEST",

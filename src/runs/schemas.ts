@@ -8,8 +8,15 @@
  * added after documents were first stored has a default here, so an older document reads. Pure.
  */
 import { z } from "zod";
-import type { DeliveryContext, Origin, SessionRow } from "../db/queries";
-import type { ContentPart, Provenance, TranscriptMessage, Usage } from "../transcript/message";
+import {
+  ContentSchema,
+  DeliveryContextSchema,
+  OriginSchema,
+  ProvenanceSchema,
+  UsageSchema,
+} from "../db/json-columns";
+import type { SessionRow } from "../db/queries";
+import type { TranscriptMessage } from "../transcript/message";
 import type {
   EnqueueRequest,
   EnqueueResult,
@@ -28,29 +35,11 @@ const nullableNum = num.nullable().default(null);
 const counter = num.default(0);
 const flag = z.boolean().default(false);
 
-const ProvenanceSchema: z.ZodType<Provenance> = z.looseObject({
-  kind: z.enum(["external_user", "inter_session", "internal_system", "subagent_announce"]),
-  sourceSessionKey: str.optional(),
-  sourceChannel: str.optional(),
-  sourceTool: str.optional(),
-});
-
-const ContentPartSchema: z.ZodType<ContentPart> = z.union([
-  z.looseObject({ type: z.literal("text"), text: str }),
-  z.looseObject({ type: z.literal("toolCall"), id: str, name: str, arguments: z.unknown() }),
-]);
-
-const UsageSchema: z.ZodType<Usage> = z.looseObject({
-  inputTokens: num,
-  outputTokens: num,
-  totalTokens: num,
-});
-
 export const TranscriptMessageSchema: z.ZodType<TranscriptMessage> = z.looseObject({
   id: str,
   seq: num.optional(),
   role: z.enum(["user", "assistant", "toolResult", "system"]),
-  content: z.array(ContentPartSchema),
+  content: ContentSchema,
   toolCallId: str.optional(),
   toolName: str.optional(),
   isError: z.boolean().optional(),
@@ -60,22 +49,6 @@ export const TranscriptMessageSchema: z.ZodType<TranscriptMessage> = z.looseObje
   usage: UsageSchema.optional(),
   provenance: ProvenanceSchema.optional(),
   compaction: z.looseObject({ firstKeptId: str.optional(), firstKeptSeq: num.optional() }).optional(),
-});
-
-export const DeliveryContextSchema: z.ZodType<DeliveryContext> = z.looseObject({
-  channel: str,
-  to: str,
-  accountId: str,
-  threadId: str.optional(),
-});
-
-const OriginSchema: z.ZodType<Origin> = z.looseObject({
-  label: str.optional(),
-  provider: str.optional(),
-  from: str.optional(),
-  to: str.optional(),
-  accountId: str.optional(),
-  threadId: str.optional(),
 });
 
 /** The session entry (its D1 row's shape); the JSON columns hold what their writers put there. */

@@ -3,7 +3,7 @@
  * back (enqueue results, outcomes, waits, queue depth). These shapes cross the Durable Object
  * RPC boundary between the Worker, the tools and the SessionActor, so they live below all three.
  */
-import type { DeliveryContext, Origin } from "../db/queries";
+import type { DeliveryContext, Origin } from "../db/json-columns";
 import type { Provenance } from "../transcript/message";
 
 export type RunTrigger =

@@ -133,9 +133,7 @@ export const sessionsSpawnTool = defineTool({
         requesterInit: await callerEntryInit(ctx),
         cleanup: args.cleanup ?? "keep",
         phase: "task",
-        ...(requester?.deliveryContext
-          ? { requesterRoute: requester.deliveryContext as NonNullable<EnqueueRequest["route"]> }
-          : {}),
+        ...(requester?.deliveryContext ? { requesterRoute: requester.deliveryContext } : {}),
       },
     };
     if (model) req.model = model;

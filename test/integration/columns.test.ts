@@ -3,14 +3,20 @@
  * defaults that the plain statements of reads.ts and writes.ts use. These cases hold what it
  * derives against the tables the migrations build in D1 (what a deployment really has): the
  * same tables, and per column the same name, SQL type, NOT NULL and default. A schema change
- * without its migration fails here, naming the table and the column.
+ * without its migration fails here, naming the table and the column. A JSON column reads
+ * through its schema (db/json-columns.ts) on both read paths.
  */
 import { env } from "cloudflare:workers";
 import { getTableColumns, getTableName, is, sql } from "drizzle-orm";
 import { integer, real, type SQLiteColumn, SQLiteTable, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { type Codec, type Fallback, type TableDef, tableDef } from "../../src/db/columns";
+import { json } from "../../src/db/json-columns";
+import { databaseOfKey } from "../../src/db/placement";
+import { getSession, getSessionBySessionId, upsertSessionStatement } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
+import { newSessionRow } from "../../src/session/entry/rules";
 
 const TABLES = (Object.values(schema) as unknown[]).filter((value): value is SQLiteTable =>
   is(value, SQLiteTable),
@@ -101,9 +107,9 @@ describe("the schema's columns (src/db/columns.ts) are the tables the migrations
       name: "runs",
       columns: {
         ...kept,
-        status: { name: "status", codec: "integer" },
-        error: { name: "err", codec: "text" },
-        usage: { name: "usage", codec: "json", fallback: { value: "{}" } },
+        status: { name: "status", codec: "integer", decode: null },
+        error: { name: "err", codec: "text", decode: null },
+        usage: { ...def.columns.usage!, fallback: { value: "{}" } },
       },
     };
     expect(drift(altered, notNullOf(schema.runs), await tableInfo("runs"))).toEqual([
@@ -122,21 +128,25 @@ describe("tableDef", () => {
       id: text("id").primaryKey(),
       n: integer("n_col").notNull().default(0),
       flag: integer("flag", { mode: "boolean" }).default(false),
-      body: text("body", { mode: "json" }),
+      body: json("body", z.array(z.string())),
       state: text("state").default("idle"),
       at: integer("at").default(sql`(unixepoch() * 1000)`),
     });
-    expect(tableDef(t)).toEqual({
+    const def = tableDef(t);
+    expect(def).toEqual({
       name: "t",
       columns: {
-        id: { name: "id", codec: "text" },
-        n: { name: "n_col", codec: "integer", fallback: { value: 0 } },
-        flag: { name: "flag", codec: "boolean", fallback: { value: false } },
-        body: { name: "body", codec: "json" },
-        state: { name: "state", codec: "text", fallback: { value: "idle" } },
-        at: { name: "at", codec: "integer", fallback: { sql: "(unixepoch() * 1000)" } },
+        id: { name: "id", codec: "text", decode: null },
+        n: { name: "n_col", codec: "integer", decode: null, fallback: { value: 0 } },
+        flag: { name: "flag", codec: "boolean", decode: expect.any(Function), fallback: { value: false } },
+        body: { name: "body", codec: "json", decode: expect.any(Function) },
+        state: { name: "state", codec: "text", decode: null, fallback: { value: "idle" } },
+        at: { name: "at", codec: "integer", decode: null, fallback: { sql: "(unixepoch() * 1000)" } },
       },
     });
+    expect(def.columns.flag?.decode?.(1)).toBe(true);
+    expect(def.columns.body?.decode?.('["a"]')).toEqual(["a"]);
+    expect(() => def.columns.body?.decode?.("[1]")).toThrow("body holds JSON its schema refuses at 0:");
     expect(Object.keys(tableDef(schema.sessions).columns)).toEqual(
       Object.keys(getTableColumns(schema.sessions)),
     );
@@ -145,5 +155,41 @@ describe("tableDef", () => {
   it("refuses a column its statements cannot store, naming it", () => {
     const measured = sqliteTable("measured", { id: text("id"), score: real("score") });
     expect(() => tableDef(measured)).toThrow("measured.score: a SQLiteReal column is not supported");
+    // JSON without a schema would be read unchecked: JSON columns are json-columns.ts's json().
+    const loose = sqliteTable("loose", { id: text("id"), body: text("body", { mode: "json" }) });
+    expect(() => tableDef(loose)).toThrow("loose.body: a SQLiteTextJson column is not supported");
+  });
+});
+
+describe("a JSON column reads through its schema", () => {
+  it("a stored value its schema refuses fails naming the column, through plain reads and drizzle alike", async () => {
+    const key = "agent:main:json-columns";
+    const row = newSessionRow(
+      key,
+      { agentId: "main", kind: "main", chatType: "direct", channel: null },
+      1,
+      "s-json",
+    );
+    const db = databaseOfKey(env, key);
+    await upsertSessionStatement(db, {
+      ...row,
+      deliveryContext: { channel: "telegram", to: "42", accountId: "bot" },
+    }).run();
+    expect((await getSession(env, key))?.deliveryContext).toEqual({
+      channel: "telegram",
+      to: "42",
+      accountId: "bot",
+    });
+
+    await db
+      .prepare(`UPDATE sessions SET delivery_context = '{"channel":"telegram"}' WHERE key = ?`)
+      .bind(key)
+      .run();
+    await expect(getSession(env, key)).rejects.toThrow(
+      "delivery_context holds JSON its schema refuses at to:",
+    );
+    await expect(getSessionBySessionId(env, "s-json")).rejects.toThrow(
+      /delivery_context holds JSON its schema refuses/,
+    );
   });
 });

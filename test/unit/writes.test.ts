@@ -256,7 +256,11 @@ describe("several rows in one statement (insertManyQuery)", () => {
     status: i % 4 ? "ok" : "error",
     createdAt: 1_700_000_000_000 + i,
     ...(i % 2
-      ? { reply: `reply ${i} "quoted" ✓`, usage: { inputTokens: i, outputTokens: 1 }, delivered: true }
+      ? {
+          reply: `reply ${i} "quoted" ✓`,
+          usage: { inputTokens: i, outputTokens: 1, totalTokens: i + 1 },
+          delivered: true,
+        }
       : {}),
     ...(i % 5 === 0 ? { error: "boom", deliver: true } : {}),
   });

@@ -16,7 +16,8 @@
  */
 
 import type { Config } from "../../config/schema";
-import type { DeliveryContext, SessionRow } from "../../db/queries";
+import type { DeliveryContext } from "../../db/json-columns";
+import type { SessionRow } from "../../db/queries";
 import { isCommandOwner } from "../../policy/owners";
 import type { EnqueueRequest, EnqueueResult } from "../../runs/types";
 import { VERSION } from "../../version";
@@ -137,8 +138,7 @@ export async function runCommand(
       break;
   }
   // The notice answers the chat the command came from; an operator message without delivery gets none.
-  const route =
-    req.route ?? (req.deliver ? ((entry.deliveryContext as DeliveryContext | null) ?? undefined) : undefined);
+  const route = req.route ?? (req.deliver ? (entry.deliveryContext ?? undefined) : undefined);
   if (route) await postNotice(a, `${req.runId}:notice`, answer, route, req.sessionKey);
   return result;
 }

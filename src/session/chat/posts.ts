@@ -4,7 +4,8 @@
  * policy (SPEC §9, §14); the outbox keeps each attempt's outcome until a write of the actor
  * records it in D1.
  */
-import type { DeliveryContext, SessionRow } from "../../db/queries";
+import type { DeliveryContext } from "../../db/json-columns";
+import type { SessionRow } from "../../db/queries";
 import type { DeliveryKind, DeliveryPayload } from "../../delivery/deliver";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { EnqueueRequest, RunOutcome } from "../../runs/types";

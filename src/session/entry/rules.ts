@@ -5,8 +5,9 @@
  * apply; this module only says what they produce.
  */
 import type { Config } from "../../config/schema";
+import type { DeliveryContext, Origin } from "../../db/json-columns";
 import type { DueSession } from "../../db/maintenance";
-import type { DeliveryContext, Origin, SessionRow } from "../../db/queries";
+import type { SessionRow } from "../../db/queries";
 import { chatTypeOfKey, isSubagentKey } from "../../keys/session-key";
 import { sessionChannel } from "../../policy/send-policy";
 import type { EnqueueRequest, EntryInit } from "../../runs/types";
@@ -144,7 +145,7 @@ export function applyRoute(entry: SessionRow, req: EnqueueRequest): SessionRow {
   }
   if (req.origin) {
     // Best effort and additive: a connector that only refreshes routing never wipes labels.
-    const merged: Origin = { ...((entry.origin as Origin | null) ?? {}) };
+    const merged: Origin = { ...(entry.origin ?? {}) };
     for (const [k, v] of Object.entries(req.origin))
       if (v !== undefined && v !== "") merged[k as keyof Origin] = v;
     next.origin = merged;

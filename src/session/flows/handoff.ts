@@ -7,7 +7,7 @@
  */
 import { stableUuid } from "../../auth/signature";
 import type { Config } from "../../config/schema";
-import type { DeliveryContext } from "../../db/queries";
+import type { DeliveryContext } from "../../db/json-columns";
 import { entryInitOf } from "../../runs/entry-init";
 import type { EnqueueRequest, EnqueueResult, EntryInit, RunOutcome, SpawnMeta } from "../../runs/types";
 import { boundedText, textOf } from "../../transcript/message";
@@ -171,7 +171,7 @@ export async function recordAnnouncement(
   // queueDelivery adds before its first await): a repeat that raced this one delivers nothing,
   // and a crash before this step leaves the announcement to be posted again.
   if (a.store.announced(ann.id)) return { delivered: false };
-  const route = (entry.deliveryContext as DeliveryContext | null) ?? ann.route;
+  const route = entry.deliveryContext ?? ann.route;
   const queued = route
     ? queueDelivery(a, `${ann.id}:announce`, { kind: "announce", text: ann.text }, route, entry, sessionKey)
     : Promise.resolve(false);

@@ -50,7 +50,7 @@
  */
 import { emptyCheckpoint } from "../../agent/loop";
 import type { Config } from "../../config/schema";
-import type { DeliveryContext, SessionRow } from "../../db/queries";
+import type { SessionRow } from "../../db/queries";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../../runs/types";
 import type { TranscriptMessage } from "../../transcript/message";
@@ -274,7 +274,7 @@ async function finalize(
   const { req } = spec;
   const entry = a.store.entry();
   const out = outboundOf(req, outcome);
-  const route = req.route ?? (entry?.deliveryContext as DeliveryContext | null) ?? undefined;
+  const route = req.route ?? entry?.deliveryContext ?? undefined;
   const payload =
     out && route
       ? a.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)

@@ -10,7 +10,6 @@ import { type AgentLoopResult, ProviderError, runAgentLoop } from "../../agent/l
 import { languageModelFor, ModelRefError, resolveModelRef } from "../../agent/models";
 import { providerOptionsFor } from "../../agent/thinking";
 import type { Config } from "../../config/schema";
-import type { DeliveryContext } from "../../db/queries";
 import { showActivity } from "../../delivery/deliver";
 import type { RunOutcome, RunStatus } from "../../runs/types";
 import { toolsForSession } from "../../tools/registry";
@@ -63,7 +62,7 @@ export async function noticeToolActivity(
   const { req } = spec;
   const entry = a.store.entry();
   if (!req.deliver || req.flow || req.spawn || !entry?.verboseLevel || entry.verboseLevel === "off") return;
-  const route = req.route ?? (entry.deliveryContext as DeliveryContext | null) ?? undefined;
+  const route = req.route ?? entry.deliveryContext ?? undefined;
   if (!route) return;
   for (const m of appended) {
     if (m.role !== "toolResult" || !m.toolCallId) continue;

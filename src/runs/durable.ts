@@ -9,9 +9,11 @@
  *   retry (a run's backoff) reads it again once the newer code serves the object;
  * - not matching its schema (corrupt, or a shape changed without a version bump): the same
  *   error, naming the field.
- * A document written before versions existed (no `_v`) is version 0, upgraded by the codec's
- * `upgrade` when its shape differs. Code of an earlier version reads a versioned document as
- * it always did (one key more), so a rollback does not misread it either. Pure: no I/O.
+ * A document written before versions existed (no `_v`) is version 0 and is read through the
+ * current schema, whose defaults fill what it lacks. A shape change that defaults cannot bridge
+ * bumps the codec's version and adds a step that turns the older document into the new one.
+ * Code of an earlier version reads a versioned document as it always did (one key more), so a
+ * rollback does not misread it either. Pure: no I/O.
  */
 import type { z } from "zod";
 
@@ -38,16 +40,11 @@ export interface DurableCodec<T> {
   decode(raw: string): T;
 }
 
-/**
- * A codec for one kind of document. `upgrade` turns the value of an older version into the
- * current one (given the version it was written with); without it, older versions must already
- * match the current schema.
- */
+/** A codec for one kind of document; a document of an older version must match the current schema. */
 export function durableCodec<T extends object>(
   name: string,
   version: number,
   schema: z.ZodType<T>,
-  upgrade?: (value: unknown, from: number) => unknown,
 ): DurableCodec<T> {
   // Documents of the current version this isolate wrote or has checked already: read again
   // (the entry on every call, a context message every turn) they are only parsed. Bounded.
@@ -86,7 +83,7 @@ export function durableCodec<T extends object>(
           true,
         );
       }
-      const result = schema.safeParse(from < version && upgrade ? upgrade(body, from) : body);
+      const result = schema.safeParse(body);
       if (!result.success) {
         const issue = result.error.issues[0];
         const at = issue?.path.length ? issue.path.join(".") : "(root)";
@@ -94,8 +91,7 @@ export function durableCodec<T extends object>(
           `stored ${name} (version ${from}) is invalid at ${at}: ${issue?.message}`,
         );
       }
-      // Only a current document reads the same parsed as checked (an older one may be upgraded
-      // or take defaults).
+      // Only a current document reads the same parsed as checked (an older one may take defaults).
       if (from === version) remember(raw);
       return result.data;
     },

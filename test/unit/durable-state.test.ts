@@ -23,6 +23,11 @@ describe("durable documents", () => {
       expiresAt: null,
       compactionCount: 0,
     });
+    // There is no step from version 0: what the current schema refuses is refused, naming it.
+    const { inputTokens: _i, ...unversioned } = entry;
+    expect(() => entryCodec.decode(JSON.stringify({ ...unversioned, inputTokens: "12" }))).toThrow(
+      /stored session entry \(version 0\) is invalid at inputTokens/,
+    );
   });
 
   it("refuses a document written by a newer deploy, naming both versions", () => {

@@ -3,10 +3,10 @@
  * were placed with (`storage_placement`), and a gateway started with another list is refused,
  * naming `switchboard storage rebalance`: with a different list, a session's rows would be looked
  * for in the wrong database and written to a second one. So is a list that leaves out a
- * database holding sessions (one an earlier list named, or DB). Checked once per isolate and list (one read per
- * database, in parallel); a database with no record yet gets one, unless it holds
- * sessions placed by an earlier list (a database from before lists were recorded was the whole
- * deployment: the list `[its name]`).
+ * database holding sessions (one an earlier list named, or DB). Checked once per isolate and
+ * list (one read per database, in parallel); a database with no record yet gets one, unless
+ * it holds sessions placed by an earlier list (a database holding sessions but no record is
+ * a deployment of one database: the list `[its name]`).
  */
 import { eq } from "drizzle-orm";
 import { allDatabases, databaseNames, isD1 } from "./placement";

@@ -1,6 +1,6 @@
 /**
  * Placement (SPEC §19): which D1 database holds what. `storage.d1` names the D1 bindings; a
- * session's rows (entry, transcripts, runs, deliveries, dedupe, dead records, run-id prefix) live
+ * session's rows (entry, transcripts, runs, deliveries, dead records, run-id prefix) live
  * in the database chosen by a stable hash of its canonical key, and the deployment's own rows
  * (jobs, memory, pairing, maintenance) in the first one, its home. This module is the only one
  * that knows how many databases there are: everything else asks it for the database of a key or

@@ -1,7 +1,9 @@
 /**
- * Named D1 queries of sessions (runs and deliveries: runs.ts; transcripts: messages.ts).
- * Every query here is served by an index (see schema.ts); writes are
- * idempotent (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
+ * Named D1 queries of sessions (runs and deliveries: runs.ts; transcripts: messages.ts): the
+ * entry's one upsert, reads by key, sessionId and label, listings, deletes and sub-agent
+ * archival; and the drizzle instance and batch helpers the other query modules share. Every
+ * query here is served by an index (see schema.ts); writes are idempotent (primary keys,
+ * `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */
 import { and, eq, inArray, isNotNull, isNull, lt } from "drizzle-orm";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";

@@ -1,12 +1,12 @@
 /**
  * Read statements for the hot read paths (an entry by key, a listing page, a history page):
  * plain SQL through D1, rows read as arrays (`.raw()`: the D1 client builds no object per row)
- * and mapped to the row shape by the schema's columns (columns.ts: name and
- * codec per property), with no drizzle query builder or row mapping on the way, whose per-call
- * object walks were the largest share of a read request's isolate time. A row is what drizzle's
- * `.select().from(table)` returns (test/unit/reads.test.ts compares them). The select list of
- * a projection (every column, or the properties a caller names) is built once; callers write
- * only their WHERE/ORDER clauses, with `?` parameters.
+ * and mapped to the row shape by the schema's columns (columns.ts: name and decoder per
+ * property), with no drizzle query builder or row mapping on the way (docs/decisions.md, "CPU
+ * per message and per read"). A row is what drizzle's `.select().from(table)` returns
+ * (test/unit/reads.test.ts compares them). The select list of a projection (every column, or
+ * the properties a caller names) is built once; callers write only their WHERE/ORDER clauses,
+ * with `?` parameters.
  */
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { type Decode, tableDef } from "./columns";

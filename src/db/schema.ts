@@ -1,7 +1,9 @@
 /**
- * D1 schema (drizzle). D1 is the source of truth for the session index, transcripts, runs and
- * the delivery outbox. Every filter and sort column used by a query is indexed, and every write
- * has a natural unique key so that retries are idempotent.
+ * The D1 schema (drizzle), the one description of every table, column and index: the session
+ * index, transcripts, runs, deliveries, and the deployment's own rows (maintenance, jobs,
+ * memory, pairing, placement). Migrations are generated from it; db/columns.ts derives the
+ * plain statements' columns from it. Every filter and sort column used by a query is indexed,
+ * and every write has a natural unique key so that retries are idempotent.
  */
 import { sql } from "drizzle-orm";
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";

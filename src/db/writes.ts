@@ -1,8 +1,8 @@
 /**
  * Write statements for the hot path (a run, its session entry, deliveries) and the rows a
- * rebalance copies: plain SQL through D1, built from the schema's columns (columns.ts),
- * with no drizzle query builder on the way, whose SQL assembly was a measurable share of each
- * message's isolate time. A call stores what drizzle's insert/upsert/update of the same values
+ * rebalance copies: plain SQL through D1, built from the schema's columns (columns.ts), with
+ * no drizzle query builder on the way (docs/decisions.md, "CPU per message and per read").
+ * A call stores what drizzle's insert/upsert/update of the same values
  * stores, in the same SQL text with the same params (test/unit/writes.test.ts compares them):
  * an undefined value inserts the column's default and leaves the column alone in an update.
  * The text depends only on which values are present, so it is built once per (table, present

@@ -123,8 +123,9 @@ function sessionsOfRunId(env: Env, runId: string): Promise<string[]> {
 }
 
 /**
- * A run's D1 row. A run its session's actor holds but D1 does not show yet is written first
- * (the actor writes its journal), so a run id is readable as soon as it was handed out.
+ * A run's row: D1's once the run has ended there (its delivery's outcome, if its actor still
+ * holds it, recorded first); until then its session's actor's view of it, since a run reaches
+ * D1 with its finalize. So a run id is readable as soon as it was handed out.
  */
 export async function readRun(env: Env, runId: string): Promise<RunRow | undefined> {
   const run = await getRun(env, runId);

@@ -15,7 +15,7 @@ import {
   listRuns,
   withDeliveryOutcomes,
 } from "../db/runs";
-import { payloadOf } from "../delivery/outbox";
+import { payloadOf } from "../delivery/rows";
 import { ApiError, actorError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
 import { runIdPrefix } from "../keys/run-id";

@@ -35,7 +35,8 @@ import { bindSessionKey, insertDeadRecordStatement, runRecordsStatement } from "
 import { recordDeliveriesStatement, recordDeliveryStatement } from "../../db/runs";
 import type { runs } from "../../db/schema";
 import type { DeliveryPayload } from "../../delivery/deliver";
-import { deliveryRow, type UnrecordedOutcome } from "../../delivery/outbox";
+import type { UnrecordedOutcome } from "../../delivery/outbox";
+import { deliveryRow } from "../../delivery/rows";
 import { runIdPrefixOfKey } from "../../keys/run-id";
 import type { TranscriptMessage } from "../../transcript/message";
 import type { RecordsJournal } from "./legacy-journal";

@@ -588,7 +588,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     }
 
     // A delivered reply's outcome reaches D1 with its session's next write, or a minute later
-    // (session/records.ts); a read of one session's deliveries has its actor write them first.
+    // (session/d1/records.ts); a read of one session's deliveries has its actor write them first.
     const sessionKeys = new Set([...runs.values()].map((r) => r.sessionKey));
     for (const s of spawns) sessionKeys.add(s.childSessionKey);
     for (const sessionKey of sessionKeys) {

@@ -32,6 +32,9 @@ function workersProject(
   return {
     plugins: [
       cloudflareTest({
+        // The gateway behind a test-only entry whose actors a test can give another env
+        // (test/integration/entry.ts, actor-env.ts).
+        main: "./test/integration/entry.ts",
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
           // DB as wrangler.toml has it, and three more for the tests of storage over

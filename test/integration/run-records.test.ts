@@ -30,7 +30,17 @@ import {
   world,
 } from "./lifecycle-world";
 import { group, history } from "./model-support";
-import { actor, advanceToAlarm, backlogOf, drain, eventually, holdClock, rpc, selectEach, waitRun } from "./support";
+import {
+  actor,
+  advanceToAlarm,
+  backlogOf,
+  drain,
+  eventually,
+  holdClock,
+  rpc,
+  selectEach,
+  waitRun,
+} from "./support";
 
 afterEach(() => {
   vi.useRealTimers();

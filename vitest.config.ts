@@ -1,6 +1,6 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
-import { configDefaults, defineConfig } from "vitest/config";
+import { defineConfig } from "vitest/config";
 
 /** The config integration tests run with; tests that need another one pass their own env. */
 export const TEST_CONFIG = {
@@ -20,8 +20,34 @@ export const TEST_CONFIG = {
 export const TEST_D1 = ["DB", "DB_1", "DB_2", "DB_3"];
 
 /**
- * A Workers project: its tests run inside workerd with per-file isolated storage, with the test
- * config plus `extra` as SWITCHBOARD_CONFIG.
+ * The workerd files where the number of D1 databases matters (SPEC §19): listings and paging
+ * merged across databases, label and sessionId resolution, the reset sweep, retention, jobs,
+ * rebalance and placement, runs and deliveries listings, what a run writes where. The project
+ * workers-d1x4 runs them again with sessions spread over four.
+ */
+const ACROSS_DATABASES = [
+  "test/integration/actor-statements.test.ts",
+  "test/integration/placement-gate.test.ts",
+  "test/integration/placement.test.ts",
+  "test/integration/reads.test.ts",
+  "test/integration/rebalance.test.ts",
+  "test/integration/reset-sweep.test.ts",
+  "test/integration/retention.test.ts",
+  "test/integration/rpc-listings.test.ts",
+  "test/integration/rpc.test.ts",
+  "test/integration/run-records.test.ts",
+  "test/integration/scheduled-jobs.test.ts",
+  "test/integration/session-tools.test.ts",
+  "test/integration/sessions-spawn.test.ts",
+  "test/integration/transcript-retention.test.ts",
+];
+
+/**
+ * A Workers project: its files run inside workerd (the gateway behind test/integration/entry.ts)
+ * with the test config plus `extra` as SWITCHBOARD_CONFIG, each file with storage of its own (a
+ * fresh Miniflare: the D1 databases empty but for the migrations, no actor alive). Files sharing
+ * one would see each other's rows, actors and module state (the scripted model, cached config),
+ * and pass or fail by the order they ran in.
  */
 function workersProject(
   name: string,
@@ -32,6 +58,9 @@ function workersProject(
   return {
     plugins: [
       cloudflareTest({
+        // The gateway behind a test-only entry whose actors a test can give another env
+        // (test/integration/entry.ts, actor-env.ts).
+        main: "./test/integration/entry.ts",
         wrangler: { configPath: "./wrangler.toml" },
         miniflare: {
           // DB as wrangler.toml has it, and three more for the tests of storage over
@@ -51,27 +80,36 @@ function workersProject(
   };
 }
 
-/** The end-to-end files that start no gateway (the CLI against fakes, pure formatting, the bench's own Worker). */
-const E2E_WITHOUT_GATEWAY = [
-  "test/e2e/cli-args.e2e.test.ts",
-  "test/e2e/cli-format.e2e.test.ts",
-  "test/e2e/proc-cpu.e2e.test.ts",
-  "test/e2e/bench-floor.e2e.test.ts",
+/** The workers project of the quick loop (vitest.quick.config.ts): `include`, one database. */
+export function quickWorkersProject(
+  name: string,
+  include: string[],
+  migrations: Awaited<ReturnType<typeof readD1Migrations>>,
+) {
+  return workersProject(name, include, migrations);
+}
+
+/**
+ * The end-to-end files where the number of D1 databases matters: listings and paging, the CLI's
+ * storage commands, resolution across sessions, what a reply makes readable where. The project
+ * e2e-d1x4 runs them again against a gateway spreading sessions over four (SWITCHBOARD_TEST_D1).
+ */
+const E2E_ACROSS_DATABASES = [
+  "test/e2e/cli.e2e.test.ts",
+  "test/e2e/lifecycle.e2e.test.ts",
+  "test/e2e/listings.e2e.test.ts",
+  "test/e2e/read-your-replies.e2e.test.ts",
+  "test/e2e/session-tools.e2e.test.ts",
 ];
 
 /** An end-to-end project: Node tests driving `wrangler dev`, one file at a time. */
-function e2eProject(
-  name: string,
-  extra: { exclude?: string[]; env?: Record<string, string>; groupOrder?: number } = {},
-) {
+function e2eProject(name: string, include: string[], extra: { env?: Record<string, string> } = {}) {
   return {
     test: {
       name,
       environment: "node",
-      include: ["test/e2e/**/*.test.ts"],
-      ...(extra.exclude ? { exclude: [...configDefaults.exclude, ...extra.exclude] } : {}),
+      include,
       ...(extra.env ? { env: extra.env } : {}),
-      ...(extra.groupOrder !== undefined ? { sequence: { groupOrder: extra.groupOrder } } : {}),
       testTimeout: 120_000,
       hookTimeout: 180_000,
       fileParallelism: false,
@@ -79,26 +117,26 @@ function e2eProject(
   };
 }
 
-// Everything under test/unit and test/integration runs inside workerd with per-file isolated
-// storage, and test/integration again with sessions spread over the four D1 databases
-// (storage.d1, SPEC §19); test/e2e runs in Node and drives a real `wrangler dev`, and again
-// with four databases (SWITCHBOARD_TEST_D1, test/e2e/support/gateway.ts) once the others are
-// done, so that no two end-to-end projects share the machine; test/browser drives the dashboard
-// of one in Chromium.
+// `npm test`, the whole gate. Pure tests run in Node (test/unit). The gateway's own tests run
+// inside workerd (test/integration), and the files where the number of databases matters run
+// again with sessions spread over four (storage.d1, SPEC §19). test/e2e runs in Node and
+// drives a real `wrangler dev`, again with four databases for its files where that matters;
+// test/browser drives the dashboard of one in Chromium. The soak, the bench floors and the CPU
+// clock are vitest.checks.config.ts (`npm run checks`); `npm run test:quick` is the loop after
+// each change (vitest.quick.config.ts).
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
     test: {
       projects: [
-        workersProject("workers", ["test/unit/**/*.test.ts", "test/integration/**/*.test.ts"], migrations),
-        workersProject("workers-d1x4", ["test/integration/**/*.test.ts"], migrations, {
-          storage: { d1: TEST_D1 },
-        }),
-        e2eProject("e2e"),
-        e2eProject("e2e-d1x4", {
-          exclude: E2E_WITHOUT_GATEWAY,
+        {
+          test: { name: "unit", environment: "node", include: ["test/unit/**/*.test.ts"] },
+        },
+        workersProject("workers", ["test/integration/**/*.test.ts"], migrations),
+        workersProject("workers-d1x4", ACROSS_DATABASES, migrations, { storage: { d1: TEST_D1 } }),
+        e2eProject("e2e", ["test/e2e/**/*.test.ts"]),
+        e2eProject("e2e-d1x4", E2E_ACROSS_DATABASES, {
           env: { SWITCHBOARD_TEST_D1: String(TEST_D1.length) },
-          groupOrder: 1,
         }),
         {
           // The dashboard in a real browser (Debian's chromium, driven by playwright-core)

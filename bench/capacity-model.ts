@@ -195,9 +195,9 @@ export function row(i: ModelInputs, databases: number): Row {
   const { measured: m, published: p } = i;
   const perDatabase = 1000 / i.statementMs.value;
   const total = databases * perDatabase;
-  // A session's runs share batches only while they queue (its backlog), so the burst's count
-  // (b) depends on timing; the ceiling takes the one-at-a-time count (b1), which no message
-  // exceeds: a bound that holds however the load arrives.
+  // Where a session's queued runs share batches (a revision whose journal held a backlog's
+  // records), a burst's count (b) depends on timing; the ceiling takes the larger of it and the
+  // one-at-a-time count (b1): a bound that holds however the load arrives.
   const burst = total / Math.max(m.statementsBurst.value, m.statementsExisting.value);
   const space = Math.min(databases * p.d1DatabaseBytes.value, p.d1AccountBytes.value);
   const sessions = space / bytesPerSession(m, i.assumed);
@@ -310,7 +310,7 @@ export function report(i: ModelInputs): string[] {
     "",
     `A session of ${fmt(a.turnsPerSession.value)} turns stores ${bytes(bytesPerSession(m, a))} in D1 (B = B_new + (T − 1) · B_turn).`,
     "",
-    `| D1 databases | D1 statements/s | msg/s, existing sessions (b1; a backlog's burst (b) costs less) | new sessions/s (a) | tool-call turns/s (c) | stored sessions (D1 size) | ${a.retentionDays ? `msg/s whose ${fmt(a.retentionDays.value)} days fit (D1 size)` : "full after, at (b1)"} | binds first |`,
+    `| D1 databases | D1 statements/s | msg/s, existing sessions (max of b1 and a burst's b) | new sessions/s (a) | tool-call turns/s (c) | stored sessions (D1 size) | ${a.retentionDays ? `msg/s whose ${fmt(a.retentionDays.value)} days fit (D1 size)` : "full after, at (b1)"} | binds first |`,
     "|---|---|---|---|---|---|---|---|",
   ];
   const rows = DATABASES.map((n) => row(i, n));

@@ -9,11 +9,12 @@
  *       another, replies not awaited in between), averaged over the burst;
  *  (b2) the same burst to a session whose model answers over HTTP in SLOW_MODEL_MS (as real
  *       models do, not at once: the session is busy while messages arrive);
- *  (b1) a message to an existing session, one at a time;
+ *  (b1) a message to an existing session, one at a time (a conversation of `isolated` messages);
  *  (c)  a message whose turn makes one tool call (the echo model calls `current_time` for the
  *       text `call:current_time {}`), to an existing session, one at a time;
  *  (a-3s, b1-3s, c-3s, b-3s) (a), (b1), (c) and a burst, with a model over HTTP answering each
- *       call in MODEL_3S_MS (a tool-call turn calls it twice), SLOW_MESSAGES messages each;
+ *       call in MODEL_3S_MS (a tool-call turn calls it twice), SLOW_MESSAGES messages each (b1-3s
+ *       and c-3s: a conversation of that many, its last delivery outcome written a minute on);
  *  (spread-new, spread-existing) a message to each of many new sessions, then one more to each,
  *       8 acks in flight (many keys: how the databases share the load, what a session stores);
  * and per read, for the operator's `sessions.list` (limit 50), `runs.list` (limit 50) and
@@ -37,24 +38,40 @@
  * `GET /__bench/db-counts`, served by that entry without touching any storage. Nothing here
  * measures remote D1: the statements and rows are the product's, their time is local SQLite's.
  *
+ * The load is its sessions': the entry tallies what each actor causes under its session key
+ * (its D1 calls, its DO SQL and storage calls, its time, the requests made to it), and a
+ * workload's figures are its sessions' tallies (the keys the gateway answered each inbound
+ * with), each from the workload's start until what it deferred had landed. The gateway defers a
+ * delivery's outcome: the session's next write carries it, or its actor's alarm writes it alone
+ * a minute after the attempt; so a conversation's last outcome lands a minute on, in whatever
+ * window is open then, and is still its own. After the last workload (and between the spread
+ * workloads, which share their sessions) the bench waits until no actor has an alarm pending,
+ * at most DEFERRED_WAIT_MS (`--deferred-wait-ms`), then reads the tallies. A session that starts
+ * an existing-session workload gets its first message outside it, and that message's outcome
+ * written at once (`deliveries.list` for the session), so the workload counts its own messages'
+ * outcomes only. The Worker's own part (its requests, its D1 calls) is taken from the windows.
+ *
  * A message's window runs from its send until nothing changes: its reply reached the fake
- * connector, then the counts stayed still for QUIET_MS (twice the write-behind journal's ~1 s
- * timer) with no actor at work or holding a timer (a deferred write is still to come), and D1
- * (read through the unwrapped binding, not counted) shows every run ended and no delivery
- * pending or retrying; bounded by SETTLE_CAP_MS (`--quiet-ms`, `--settle-cap-ms`). Whatever is
- * counted after a window closed and before the next opened is reported as that workload's late
- * writes. A warm-up (two new sessions, one tool call, one 3 s tool call) runs first, so
- * isolate-wide first-use work is not charged to a workload; after the last window the counts
+ * connector, then the counts stayed still for QUIET_MS with no actor at work or holding a timer,
+ * and D1 (read through the unwrapped binding, not counted) shows every run ended and no delivery
+ * pending or retrying; bounded by SETTLE_CAP_MS (`--quiet-ms`, `--settle-cap-ms`). A window gives
+ * the message's own figures (its session's in it: the per-message ranges) and its CPU; what its
+ * sessions do after their windows (the deferred writes) is reported apart. A warm-up (two new
+ * sessions, one tool call, one 3 s tool call) runs first, so isolate-wide first-use work is not
+ * charged to a workload; the reads run once nothing is deferred; after the last one the counts
  * are watched for another IDLE_WATCH_MS and any change is reported. workerd's CPU over each
  * window is measured with the bench's own requests (timed at rest) taken out: each request into
- * `wrangler dev` costs several ms, the message's own included, so it is an upper bound.
+ * `wrangler dev` costs several ms, the message's own included, and another session's deferred
+ * write landing in the window is in it, so it is an upper bound.
  *
  * Part of `npm run bench`; alone:
  * `node bench/db-load.ts [isolated=10] [burst=60] [spread=100] [--databases 4] [--slow 5]
- * [--quiet-ms 2000] [--settle-cap-ms 90000] [--repo DIR] [--out FILE] [--base FILE]`
+ * [--quiet-ms 2000] [--settle-cap-ms 90000] [--deferred-wait-ms 75000] [--repo DIR] [--out FILE]
+ * [--base FILE]`
  * (isolated: messages of (a), (b1) and (c) each, and calls of each read; burst: messages of (b);
  * spread: sessions of the spread workloads, 0 to leave them out; slow: messages of each 3 s
- * workload, 0 to leave them out; repo: the checkout whose gateway is measured, with this one's
+ * workload (the existing-session ones: a conversation of that many), 0 to leave them out;
+ * deferred-wait-ms: the longest to wait for deferred writes, 0 not to; repo: the checkout whose gateway is measured, with this one's
  * counting entry; out: the result file; base: a result file whose figures the billing table
  * shows under each workload's). `node bench/db-load.ts --table FILE [--base FILE]` prints the
  * billing table of a result file. Both write the result to bench/results/db-load.json
@@ -79,27 +96,44 @@ import { parseArgs } from "node:util";
 import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
-import type { BindingTally, BriefTally, D1State, StillAnswer, Tally } from "./floor/db-load-tally.ts";
+import type {
+  BindingTally,
+  BriefTally,
+  D1State,
+  DeferredAnswer,
+  SessionTallies,
+  SessionTally,
+  StillAnswer,
+  Tally,
+} from "./floor/db-load-tally.ts";
 import { startModel } from "./workload.ts";
 
 const TOKEN = "bench-db-load-token";
 const SECRET = "bench-db-load-bridge-secret";
 /**
- * Counts still for this long (twice the journal's ~1 s timer) end a message's window, once no
- * actor is at work or has a timer pending either (`--quiet-ms`).
+ * Counts still for this long end a message's window, once no actor is at work or has a timer
+ * pending either (`--quiet-ms`).
  */
 export const QUIET_MS = 2_000;
 const POLL_MS = 100;
 /**
- * The longest a window waits for that (`--settle-cap-ms`): above the longest the gateway may
- * hold a deferred write back (about a minute), so such a write still falls in its message's window.
+ * The longest a window waits for that (`--settle-cap-ms`). A write the gateway defers behind an
+ * alarm does not hold a window open: it is its session's wherever it lands (DEFERRED_WAIT_MS).
  */
 export const SETTLE_CAP_MS = 90_000;
 const REPLY_CAP_MS = 30_000;
 const BURST_REPLY_CAP_MS = 120_000;
 const IDLE_WATCH_MS = 3_000;
+/**
+ * The longest the bench waits for the writes the actors defer to land (`--deferred-wait-ms`):
+ * above the gateway's delay for a delivery outcome no run's write carried (a minute after its
+ * attempt, delivery/outbox.ts OUTCOME_RECORD_DELAY_MS), with room for its alarm to run.
+ */
+export const DEFERRED_WAIT_MS = 75_000;
 /** No message is sent after this long (every wait above has its own cap too). */
-const TOTAL_CAP_MS = 15 * 60_000;
+const TOTAL_CAP_MS = 20 * 60_000;
+/** Session keys asked for per request of the counts (a URL of a few kB). */
+const KEYS_PER_REQUEST = 50;
 /** Above the largest burst, so the burst queues rather than meeting the cap. */
 const QUEUE_CAP = 256;
 const MAX_BURST = 200;
@@ -182,6 +216,7 @@ export interface Load {
   d1RowsWritten: number;
   workerRowsWritten: number;
   actorRowsWritten: number;
+  workerRowsRead: number;
   /** D1 round trips whose rows the entry could not read (missing from the rows above). */
   d1Unmetered: number;
   /** Durable Object SQL rows as billed (each cursor's rowsRead / rowsWritten). */
@@ -199,19 +234,43 @@ export interface Load {
   workerRequests: number;
   /** Timers the actors set, by kind and delay (`setTimeout 1000 ms`): each keeps its actor active. */
   doTimers: Record<string, number>;
+  /**
+   * Outcome writes: D1 batches of delivery-outcome upserts alone (an outcome no run's write
+   * carried, written by its actor's alarm a minute on), their statements and rows; included in
+   * the D1 figures above. Counted per session only (0 in a window's global delta).
+   */
+  outcomeRoundTrips: number;
+  outcomeStatements: number;
+  outcomeRowsWritten: number;
+  outcomeRowsRead: number;
+  /** Outcome upserts carried by a run's own batch (its finalize): those batches, the statements, their rows. */
+  carriedRoundTrips: number;
+  carriedStatements: number;
+  carriedRowsWritten: number;
 }
 
 /** The workloads with the model answering in MODEL_3S_MS. */
 export const WORKLOADS_3S = ["a-3s", "b1-3s", "c-3s", "b-3s"] as const;
+
+/** The counts as the entry serves them, with the tallies of the sessions asked for. */
+type Counts = Tally & Partial<SessionTallies>;
 
 export interface Workload {
   id: "a" | "b" | "b2" | "b1" | "c" | "spread-new" | "spread-existing" | (typeof WORKLOADS_3S)[number];
   name: string;
   messages: number;
   runs: number;
-  /** Sums over the workload's windows. */
+  /**
+   * What the workload's sessions caused, each from the workload's start until what it deferred
+   * had landed (per session key: its actor's D1 and DO SQL, storage calls, time, the requests to
+   * it), and the Worker's own part of its windows (its requests, its D1 calls).
+   */
   load: Load;
-  /** One per window: a message each for the one-at-a-time workloads, the whole burst for (b). */
+  /**
+   * One per window: a message each for the one-at-a-time workloads, the whole burst for (b); the
+   * window's sessions' load in it (not another session's deferred write landing then) and the
+   * Worker's.
+   */
   windows: Load[];
   settled: boolean;
   /** What the databases grew by over the workload's windows (bytes, D1's `size_after`). */
@@ -224,10 +283,20 @@ export interface Workload {
   textBytesPerMessage?: number;
   /** How long the session's model takes to answer (0: the echo model, at once). */
   modelMs: number;
-  /** What was counted after a window had closed and before the next one opened (late writes). */
+  /**
+   * The D1 databases' busy time over its windows and the statements they ran then (every
+   * session's, the whole gateway's: the local cost of a statement, `localD1MsPerStatement`).
+   */
+  d1Busy: { ms: number; statements: number };
+  /**
+   * What its sessions caused after their last window had closed: the writes they deferred (a
+   * conversation's last delivery outcome, written by its actor's alarm a minute on).
+   */
   late: Load;
-  /** Windows after which something was still counted. */
+  /** Its sessions that did anything after their last window closed. */
   lateWindows: number;
+  /** Its sessions (session keys). */
+  sessions: number;
 }
 
 /** A read, called `calls` times one at a time. */
@@ -266,8 +335,6 @@ const emptyBinding = (): BindingTally => ({
   rowsRead: 0,
   rowsWritten: 0,
 });
-
-const storageCalls = (t: Tally) => Object.values(t.doCalls).reduce((a, b) => a + b, 0);
 
 function diffBindings(after: Tally, before: Tally): Record<string, BindingTally> {
   const out: Record<string, BindingTally> = {};
@@ -316,6 +383,7 @@ function delta(before: Tally, after: Tally): Load {
     d1RowsWritten: after.d1.rowsWritten - before.d1.rowsWritten,
     workerRowsWritten: after.d1.byOrigin.worker.rowsWritten - before.d1.byOrigin.worker.rowsWritten,
     actorRowsWritten: after.d1.byOrigin.actor.rowsWritten - before.d1.byOrigin.actor.rowsWritten,
+    workerRowsRead: after.d1.byOrigin.worker.rowsRead - before.d1.byOrigin.worker.rowsRead,
     d1Unmetered: after.d1.unmetered - before.d1.unmetered,
     doRowsRead: after.doSql.rowsRead - before.doSql.rowsRead,
     doRowsWritten: after.doSql.rowsWritten - before.doSql.rowsWritten,
@@ -331,6 +399,97 @@ function delta(before: Tally, after: Tally): Load {
       after.workerRequests.scheduled -
       before.workerRequests.fetch -
       before.workerRequests.scheduled,
+    outcomeRoundTrips: 0,
+    outcomeStatements: 0,
+    outcomeRowsWritten: 0,
+    outcomeRowsRead: 0,
+    carriedRoundTrips: 0,
+    carriedStatements: 0,
+    carriedRowsWritten: 0,
+  };
+}
+
+/** The part of a window's global delta that is the Worker's own (its D1 calls, its requests). */
+function workerPart(l: Load): Load {
+  const worker = (m: Record<string, number>) =>
+    Object.fromEntries(Object.entries(m).filter(([k]) => k.startsWith("worker ")));
+  return {
+    ...sum([]),
+    d1Statements: l.workerStatements,
+    d1RoundTrips: l.workerRoundTrips,
+    workerRoundTrips: l.workerRoundTrips,
+    workerStatements: l.workerStatements,
+    d1RowsWritten: l.workerRowsWritten,
+    d1RowsRead: l.workerRowsRead,
+    workerRowsWritten: l.workerRowsWritten,
+    workerRowsRead: l.workerRowsRead,
+    d1Sql: worker(l.d1Sql),
+    d1SqlRowsWritten: worker(l.d1SqlRowsWritten),
+    d1SqlRowsRead: worker(l.d1SqlRowsRead),
+    workerRequests: l.workerRequests,
+  };
+}
+
+/** `after` less `before`, count by count (nested records too; a count only `after` has is kept whole). */
+function diffCounts<T>(after: T, before: T | undefined): T {
+  if (typeof after === "number") return (after - ((before as number | undefined) ?? 0)) as T;
+  if (after === null || typeof after !== "object") return after;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(after))
+    out[k] = diffCounts(v, before === undefined ? undefined : (before as Record<string, unknown>)[k]);
+  return out as T;
+}
+
+const nonZero = (m: Record<string, number>) =>
+  Object.fromEntries(Object.entries(m).filter(([, v]) => v !== 0));
+
+/**
+ * What a session's tally grew by from `before` (none: the session did not exist) to `after`
+ * (none: it has done nothing), as a Load: its actor's D1 calls, DO SQL, storage calls and time,
+ * and the requests made to it.
+ */
+export function sessionLoad(after: SessionTally | undefined, before: SessionTally | undefined): Load {
+  if (!after) return sum([]);
+  const d = diffCounts(after, before);
+  const byBinding: Record<string, BindingTally> = {};
+  for (const [name, b] of Object.entries(d.d1.byBinding))
+    if (b.roundTrips || b.statements || b.rowsRead || b.rowsWritten) byBinding[name] = b;
+  return {
+    ...sum([]),
+    d1Statements: d.d1.statements,
+    d1RoundTrips: d.d1.roundTrips,
+    actorRoundTrips: d.d1.roundTrips,
+    actorStatements: d.d1.statements,
+    doStatements: d.doSql.statements,
+    doExecs: d.doSql.execs,
+    storageCalls: nonZero(d.doCalls),
+    doRequests: d.doRequests.total,
+    doRequestsByMethod: nonZero(d.doRequests.byMethod),
+    byBinding,
+    actors: d.instances,
+    byCall: nonZero(d.d1.byCall),
+    d1Sql: nonZero(d.d1.sql),
+    doSql: nonZero(d.doSql.sql),
+    d1RowsRead: d.d1.rowsRead,
+    d1RowsWritten: d.d1.rowsWritten,
+    actorRowsWritten: d.d1.rowsWritten,
+    d1Unmetered: d.d1.unmetered,
+    doRowsRead: d.doSql.rowsRead,
+    doRowsWritten: d.doSql.rowsWritten,
+    d1SqlRowsWritten: nonZero(d.d1.sqlRowsWritten),
+    d1SqlRowsRead: nonZero(d.d1.sqlRowsRead),
+    doSqlRowsWritten: nonZero(d.doSql.sqlRowsWritten),
+    doSqlRowsRead: nonZero(d.doSql.sqlRowsRead),
+    doCallsMs: d.doWall.callsMs,
+    doActiveMs: d.doWall.activeMs,
+    doTimers: nonZero(d.doWall.timersByDelay),
+    outcomeRoundTrips: d.d1.outcomes.roundTrips,
+    outcomeStatements: d.d1.outcomes.statements,
+    outcomeRowsWritten: d.d1.outcomes.rowsWritten,
+    outcomeRowsRead: d.d1.outcomes.rowsRead,
+    carriedRoundTrips: d.d1.carried.roundTrips,
+    carriedStatements: d.d1.carried.statements,
+    carriedRowsWritten: d.d1.carried.rowsWritten,
   };
 }
 
@@ -361,6 +520,7 @@ export function sum(loads: Load[]): Load {
     d1RowsWritten: 0,
     workerRowsWritten: 0,
     actorRowsWritten: 0,
+    workerRowsRead: 0,
     d1Unmetered: 0,
     doRowsRead: 0,
     doRowsWritten: 0,
@@ -372,6 +532,13 @@ export function sum(loads: Load[]): Load {
     doActiveMs: 0,
     workerRequests: 0,
     doTimers: {},
+    outcomeRoundTrips: 0,
+    outcomeStatements: 0,
+    outcomeRowsWritten: 0,
+    outcomeRowsRead: 0,
+    carriedRoundTrips: 0,
+    carriedStatements: 0,
+    carriedRowsWritten: 0,
   };
   for (const l of loads) {
     out.d1Statements += l.d1Statements;
@@ -403,6 +570,7 @@ export function sum(loads: Load[]): Load {
     out.d1RowsWritten += l.d1RowsWritten;
     out.workerRowsWritten += l.workerRowsWritten;
     out.actorRowsWritten += l.actorRowsWritten;
+    out.workerRowsRead += l.workerRowsRead;
     out.d1Unmetered += l.d1Unmetered;
     out.doRowsRead += l.doRowsRead;
     out.doRowsWritten += l.doRowsWritten;
@@ -414,28 +582,16 @@ export function sum(loads: Load[]): Load {
     out.doActiveMs += l.doActiveMs;
     out.workerRequests += l.workerRequests;
     addMap(out.doTimers, l.doTimers);
+    out.outcomeRoundTrips += l.outcomeRoundTrips;
+    out.outcomeStatements += l.outcomeStatements;
+    out.outcomeRowsWritten += l.outcomeRowsWritten;
+    out.outcomeRowsRead += l.outcomeRowsRead;
+    out.carriedRoundTrips += l.carriedRoundTrips;
+    out.carriedStatements += l.carriedStatements;
+    out.carriedRowsWritten += l.carriedRowsWritten;
   }
   return out;
 }
-
-/** Changes whenever anything counted changes (an actor's interval ending included). */
-const fingerprint = (t: Tally) =>
-  [
-    t.d1.statements,
-    t.d1.roundTrips,
-    t.d1.rowsWritten,
-    t.d1.rowsRead,
-    t.doSql.statements,
-    t.doSql.execs,
-    t.doSql.rowsWritten,
-    t.doSql.rowsRead,
-    storageCalls(t),
-    t.doRequests.total,
-    t.actors,
-    t.doWall.open,
-    t.doWall.activeMs,
-    t.workerRequests.fetch + t.workerRequests.scheduled,
-  ].join("/");
 
 /** Whether a late delta holds anything billable (writes, statements, requests), not just time. */
 const somethingIn = (l: Load) =>
@@ -515,6 +671,8 @@ export async function benchDbLoad(opts: {
   quietMs?: number;
   /** The longest a window waits to settle (default SETTLE_CAP_MS). */
   settleCapMs?: number;
+  /** The longest the bench waits for the writes the actors defer to land (default DEFERRED_WAIT_MS). */
+  deferredWaitMs?: number;
 }): Promise<DbLoadResult> {
   const isolated = Math.max(1, Math.min(MAX_ISOLATED, Math.floor(opts.isolated ?? 10)));
   const burst = Math.max(1, Math.min(MAX_BURST, Math.floor(opts.burst ?? 60)));
@@ -522,6 +680,7 @@ export async function benchDbLoad(opts: {
   const slow = Math.max(0, Math.min(MAX_SLOW, Math.floor(opts.slow ?? SLOW_MESSAGES)));
   const quietMs = Math.max(200, Math.min(120_000, opts.quietMs ?? QUIET_MS));
   const settleCapMs = Math.max(quietMs + 1_000, Math.min(600_000, opts.settleCapMs ?? SETTLE_CAP_MS));
+  const deferredWaitMs = Math.max(0, Math.min(600_000, opts.deferredWaitMs ?? DEFERRED_WAIT_MS));
   const databases = [...(opts.d1 ?? ["DB"])];
   const problems: string[] = [];
   const bridge = await startBridge();
@@ -570,9 +729,19 @@ export async function benchDbLoad(opts: {
     };
     /** The bench's own requests to workerd, so their CPU can be taken out of a window's. */
     const polls = { counts: 0, brief: 0, state: 0, still: 0 };
-    const counts = () => {
-      polls.counts++;
-      return getJson<Tally>("/__bench/db-counts");
+    /** The counts, with the tallies of the sessions `keys` names (KEYS_PER_REQUEST per request). */
+    const counts = async (keys: readonly string[] = []): Promise<Counts> => {
+      let out: Counts | undefined;
+      for (let i = 0; i === 0 || i < keys.length; i += KEYS_PER_REQUEST) {
+        polls.counts++;
+        const query = keys
+          .slice(i, i + KEYS_PER_REQUEST)
+          .map((k) => `key=${encodeURIComponent(k)}`)
+          .join("&");
+        const c = await getJson<Counts>(`/__bench/db-counts${query ? `?${query}` : ""}`);
+        out = out ? { ...c, bySession: { ...out.bySession, ...c.bySession } } : c;
+      }
+      return out as Counts;
     };
     /** The few numbers that say whether anything changed (polled while a window settles). */
     const brief = () => {
@@ -598,8 +767,14 @@ export async function benchDbLoad(opts: {
       if (performance.now() > stopAt)
         throw new Error(`db load: over its ${TOTAL_CAP_MS / 60_000}-minute cap`);
     };
+    /** The session key the gateway gave each sender (`accountId|from`), from its inbound answers. */
+    const keyOf = new Map<string, string>();
     let n = 0;
-    const send = async (from: string, text: string, accountId?: string): Promise<string> => {
+    const send = async (
+      from: string,
+      text: string,
+      accountId?: string,
+    ): Promise<{ id: string; key: string }> => {
       overCap();
       const messageId = `db-load-${++n}`;
       const body = JSON.stringify({
@@ -618,7 +793,16 @@ export async function benchDbLoad(opts: {
       const answer = await res.text();
       if (res.status !== 200 && res.status !== 202)
         throw new Error(`inbound ${messageId} answered ${res.status}: ${answer.slice(0, 300)}`);
-      return messageId;
+      let key: unknown;
+      try {
+        key = (JSON.parse(answer) as { sessionKey?: unknown }).sessionKey;
+      } catch {
+        // no JSON: no key (below)
+      }
+      if (typeof key !== "string" || !key)
+        throw new Error(`inbound ${messageId} answered without its session key: ${answer.slice(0, 300)}`);
+      keyOf.set(`${accountId ?? ""}|${from}`, key);
+      return { id: messageId, key };
     };
     const rpc = async <T>(method: string, params: unknown): Promise<T> => {
       overCap();
@@ -652,11 +836,13 @@ export async function benchDbLoad(opts: {
     /**
      * Waits until nothing changes (see the header): the entry answers once the counts were still
      * for quietMs with every actor idle, then D1 must show the runs ended and the deliveries
-     * settled, and the counts unchanged since; returns the counts and D1's state then.
+     * settled, and the counts unchanged since; returns the counts (with the sessions `keys`
+     * names) and D1's state then.
      */
     const settle = async (
       expectRuns: number,
-    ): Promise<{ tally: Tally; state: D1State; settled: boolean }> => {
+      keys: readonly string[],
+    ): Promise<{ tally: Counts; state: D1State; settled: boolean }> => {
       const deadline = performance.now() + settleCapMs;
       for (;;) {
         const left = deadline - performance.now();
@@ -673,13 +859,36 @@ export async function benchDbLoad(opts: {
         }
         const state = await d1State();
         if (state.runs >= expectRuns && state.activeRuns === 0 && state.openDeliveries === 0) {
-          const tally = await counts();
+          const tally = await counts(keys);
           const after = await brief();
           if (after.changes === s.changes && after.isolate === s.isolate)
             return { tally, state, settled: true };
         } else await sleep(250);
       }
-      return { tally: await counts(), state: await d1State(), settled: false };
+      return { tally: await counts(keys), state: await d1State(), settled: false };
+    };
+
+    /**
+     * Waits until every write the actors defer has landed: no actor has an alarm pending (a
+     * delivery's outcome no run's write carried is written by its actor's alarm a minute after
+     * its attempt), the counts still for quietMs; at most deferredWaitMs.
+     */
+    const deferredWait = async (after: string): Promise<void> => {
+      const d = await getJson<DeferredAnswer>(
+        `/__bench/db-deferred?still=${Math.round(quietMs)}&cap=${Math.round(deferredWaitMs)}`,
+        deferredWaitMs + 15_000,
+      );
+      opts.log(
+        `db load: the writes deferred by ${after} ${d.done ? "landed" : "did NOT all land"} (waited ${(d.waitedMs / 1000).toFixed(0)} s)`,
+      );
+      if (!d.done)
+        problems.push(
+          `db load: ${d.sessions.pendingAlarms} session(s) still had an alarm pending ${deferredWaitMs / 1000} s after ${after} (${d.pending
+            .map(([k, at]) => `${k} at ${new Date(at).toISOString()}`)
+            .join(
+              ", ",
+            )}): what they defer is missing from their workloads (a longer --deferred-wait-ms would keep it in)`,
+        );
     };
 
     /**
@@ -697,7 +906,7 @@ export async function benchDbLoad(opts: {
       return (cpuMs() - c0) / times;
     };
     const calibrate = async () => {
-      pollCost.counts = await time(counts, POLL_CALIBRATION);
+      pollCost.counts = await time(() => counts(), POLL_CALIBRATION);
       pollCost.brief = await time(brief, POLL_CALIBRATION);
       pollCost.state = await time(d1State, POLL_CALIBRATION);
       if (Number.isNaN(pollCost.still))
@@ -714,27 +923,45 @@ export async function benchDbLoad(opts: {
       (polls.still - m.polls.still) * pollCost.still;
 
     /**
-     * The window boundaries: a window opens with the counts it starts from; whatever was counted
-     * since the previous window closed (a late write of its message) goes to that window's workload.
+     * A workload's sessions: each key's tally when the workload started (none: a new session),
+     * after its last window, and at the end (once what they deferred has landed).
      */
-    let closed: { tally: Tally; owner: string } | undefined;
-    const lateBy = new Map<string, { load: Load[]; windows: number }>();
-    const openWindow = async (): Promise<Tally> => {
-      const t = await counts();
-      if (closed && fingerprint(t) !== fingerprint(closed.tally)) {
-        const late = delta(closed.tally, t);
-        if (somethingIn(late)) {
-          const into = lateBy.get(closed.owner) ?? { load: [], windows: 0 };
-          into.load.push(late);
-          into.windows++;
-          lateBy.set(closed.owner, into);
-        }
-      }
-      closed = undefined;
-      return t;
+    interface Tracker {
+      isolate: string;
+      start: Map<string, SessionTally | undefined>;
+      lastWindow: Map<string, SessionTally | undefined>;
+      end?: Record<string, SessionTally>;
+    }
+    /** Starts tracking the sessions `keys` (more join as a workload's messages make them). */
+    const track = async (keys: string[]): Promise<{ tracker: Tracker; at: Counts }> => {
+      const at = await counts(keys);
+      const start = new Map(keys.map((k) => [k, at.bySession?.[k]]));
+      return { tracker: { isolate: at.isolate, start, lastWindow: new Map(start) }, at };
     };
-    const closeWindow = (owner: string, t: Tally) => {
-      closed = { tally: t, owner };
+    /** A window's sessions joined the tracker (a new one from nothing) and reached `after`. */
+    const windowClosed = (t: Tracker, keys: readonly string[], before: Counts, after: Counts) => {
+      for (const k of keys) {
+        if (!t.start.has(k)) t.start.set(k, before.bySession?.[k]);
+        t.lastWindow.set(k, after.bySession?.[k]);
+      }
+    };
+    /** The load of one window: its sessions' (`keys`) and the Worker's; the databases' busy time in it. */
+    const windowLoad = (before: Counts, after: Counts, keys: readonly string[]) => {
+      const all = delta(before, after);
+      const worker = workerPart(all);
+      const busy = Object.values(all.byBinding);
+      return {
+        worker,
+        load: sum([worker, ...keys.map((k) => sessionLoad(after.bySession?.[k], before.bySession?.[k]))]),
+        busy: {
+          ms: busy.reduce((a, b) => a + b.busyMs, 0),
+          statements: busy.reduce((a, b) => a + b.statements, 0),
+        },
+      };
+    };
+    const addBusy = (into: { ms: number; statements: number }, b: { ms: number; statements: number }) => {
+      into.ms += b.ms;
+      into.statements += b.statements;
     };
 
     const first = await counts();
@@ -742,37 +969,50 @@ export async function benchDbLoad(opts: {
       problems.push("db load: the storage patch did not take (DO SQL counts are not complete)");
     let state = await d1State();
 
-    /** One message and its window: send, reply, settle (`owner`: whose late writes follow it). */
+    /** One message and its window: send, reply, settle (`t`: the workload whose session it is). */
     const oneMessage = async (
       from: string,
       text: string,
       expectReply?: (t: string) => boolean,
       accountId?: string,
-      owner = "(setup)",
+      t?: Tracker,
     ) => {
-      const before = await openWindow();
+      const known = keyOf.get(`${accountId ?? ""}|${from}`);
+      const before = await counts(known ? [known] : []);
       const stateBefore = state;
       const cpu = cpuMark();
-      const id = await send(from, text, accountId);
+      const { id, key } = await send(from, text, accountId);
       if (!(await replies([id], REPLY_CAP_MS)))
         problems.push(`db load: no reply to ${id} (${from}) within the cap`);
       const reply = bridge.replies.get(id);
       if (reply !== undefined && expectReply && !expectReply(reply))
         problems.push(`db load: reply to ${id} was ${JSON.stringify(reply.slice(0, 120))}`);
-      const s = await settle(state.runs + 1);
+      const s = await settle(state.runs + 1, [key]);
       const cpuUsed = cpuSince(cpu);
-      closeWindow(owner, s.tally);
       const runs = s.state.runs - state.runs;
       state = s.state;
       if (!s.settled) problems.push(`db load: ${id} did not settle within ${settleCapMs / 1000} s`);
+      if (t) windowClosed(t, [key], before, s.tally);
       return {
-        load: delta(before, s.tally),
+        key,
+        ...windowLoad(before, s.tally, [key]),
         cpuMs: cpuUsed,
         runs,
         settled: s.settled,
         bytes: s.state.sizeBytes - stateBefore.sizeBytes,
         sessions: s.state.sessions - stateBefore.sessions,
       };
+    };
+    /**
+     * A session's first message, outside any workload, then its delivery's outcome written at once
+     * (`deliveries.list` for the session has its actor write it), so a workload in that session
+     * starts with nothing of it pending: its figures are its own messages'.
+     */
+    const setupSession = async (from: string, text: string, accountId?: string): Promise<string> => {
+      const { key } = await oneMessage(from, text, undefined, accountId);
+      await rpc("deliveries.list", { sessionKey: key, limit: 1 });
+      await still(quietMs, settleCapMs, waitForActors);
+      return key;
     };
     const toolReply = (t: string) => t.startsWith("echo: current_time -> ");
     const toolReply3s = (t: string) => t.startsWith("tool: current_time -> ");
@@ -787,13 +1027,17 @@ export async function benchDbLoad(opts: {
     }
     await calibrate();
 
-    const workloads: Workload[] = [];
-    /** A workload's record, its late writes (known once the next window opens) filled in at the end. */
-    const workloadOf = (w: Omit<Workload, "late" | "lateWindows">): Workload => ({
-      ...w,
-      late: sum([]),
-      lateWindows: 0,
-    });
+    /**
+     * The workloads measured, each with its sessions' tracker: its figures are known once what
+     * its sessions deferred has landed (`finish`).
+     */
+    const measured: Array<{
+      w: Omit<Workload, "load" | "late" | "lateWindows" | "sessions">;
+      worker: Load[];
+      t: Tracker;
+      /** D1's size at its start, for a workload whose stored bytes count its deferred writes too. */
+      sizeAtStart?: number;
+    }> = [];
     const oneAtATime = async (
       id: Workload["id"],
       name: string,
@@ -801,39 +1045,47 @@ export async function benchDbLoad(opts: {
       message: (i: number) => { from: string; text: string },
       expectReply?: (t: string) => boolean,
       model?: { ms: number; accountId: string },
+      session?: string,
     ) => {
       opts.log(`db load: (${id}) ${name}, ${count} messages one at a time`);
+      const { tracker } = await track(session ? [session] : []);
       const windows: Load[] = [];
+      const worker: Load[] = [];
       let runs = 0;
       let settled = true;
       let storedBytes = 0;
       let sessionsCreated = 0;
       let cpu = 0;
+      const d1Busy = { ms: 0, statements: 0 };
       for (let i = 0; i < count; i++) {
         const m = message(i);
-        const r = await oneMessage(m.from, m.text, expectReply, model?.accountId, id);
+        const r = await oneMessage(m.from, m.text, expectReply, model?.accountId, tracker);
         windows.push(r.load);
+        worker.push(r.worker);
+        addBusy(d1Busy, r.busy);
         runs += r.runs;
         settled &&= r.settled;
         storedBytes += r.bytes;
         sessionsCreated += r.sessions;
         cpu += r.cpuMs;
       }
-      workloads.push(
-        workloadOf({
+      measured.push({
+        w: {
           id,
           name,
           messages: count,
           runs,
-          load: sum(windows),
           windows,
           settled,
           storedBytes,
           sessionsCreated,
           modelMs: model?.ms ?? 0,
+          d1Busy,
           ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / count } : {}),
-        }),
-      );
+        },
+        worker,
+        t: tracker,
+      });
     };
 
     await oneAtATime("a", "message to a new session", isolated, (i) => ({
@@ -854,10 +1106,10 @@ export async function benchDbLoad(opts: {
       model?: { ms: number; accountId?: string },
     ) => {
       opts.log(`db load: (${id}) creating the burst session, then ${count} messages back to back`);
-      await oneMessage(from, first, undefined, model?.accountId);
+      const key = await setupSession(from, first, model?.accountId);
       // What one poll of the counts and of D1's state costs workerd, timed at rest just before.
       await calibrate();
-      const before = await openWindow();
+      const { tracker, at: before } = await track([key]);
       const stateBefore = state;
       const cpu0 = cpuMark();
       const runs0 = state.runs;
@@ -866,25 +1118,24 @@ export async function benchDbLoad(opts: {
       for (let i = 0; i < count; i++) {
         const text = `burst message ${i}`;
         textBytes += Buffer.byteLength(text);
-        ids.push(await send(from, text, model?.accountId));
+        ids.push((await send(from, text, model?.accountId)).id);
       }
       if (!(await replies(ids, BURST_REPLY_CAP_MS)))
         problems.push(
           `db load (${id}): burst: ${ids.filter((x) => bridge.replies.has(x)).length}/${count} replies`,
         );
-      const s = await settle(runs0 + count);
+      const s = await settle(runs0 + count, [key]);
       const cpu = cpuSince(cpu0);
-      closeWindow(id, s.tally);
       state = s.state;
       if (!s.settled) problems.push(`db load (${id}): burst did not settle within ${settleCapMs / 1000} s`);
-      const load = delta(before, s.tally);
-      workloads.push(
-        workloadOf({
+      windowClosed(tracker, [key], before, s.tally);
+      const { load, worker, busy } = windowLoad(before, s.tally, [key]);
+      measured.push({
+        w: {
           id,
           name,
           messages: count,
           runs: s.state.runs - runs0,
-          load,
           windows: [load],
           settled: s.settled,
           storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
@@ -893,8 +1144,11 @@ export async function benchDbLoad(opts: {
           textBytesPerMessage:
             (textBytes + ids.reduce((a, x) => a + Buffer.byteLength(bridge.replies.get(x) ?? ""), 0)) / count,
           modelMs: model?.ms ?? 0,
-        }),
-      );
+          d1Busy: busy,
+        },
+        worker: [worker],
+        t: tracker,
+      });
     };
     await burstWorkload("b", `message to an existing session, burst of ${burst}`, "burst", "first message");
     // The same burst in a session whose model answers as real ones do, not at once: `/new <model>`
@@ -908,19 +1162,26 @@ export async function benchDbLoad(opts: {
       { ms: SLOW_MODEL_MS },
     );
 
-    await oneMessage("existing", "first message");
-    await oneAtATime("b1", "message to an existing session, one at a time", isolated, (i) => ({
-      from: "existing",
-      text: `again ${i}`,
-    }));
+    const existing = await setupSession("existing", "first message");
+    await oneAtATime(
+      "b1",
+      "message to an existing session, one at a time",
+      isolated,
+      (i) => ({ from: "existing", text: `again ${i}` }),
+      undefined,
+      undefined,
+      existing,
+    );
 
-    await oneMessage("tool", "first message");
+    const tool = await setupSession("tool", "first message");
     await oneAtATime(
       "c",
       "message whose turn makes one tool call (current_time), existing session",
       isolated,
       () => ({ from: "tool", text: "call:current_time {}" }),
       toolReply,
+      undefined,
+      tool,
     );
 
     // The same, with the model answering in MODEL_3S_MS (its own agent, through the account).
@@ -935,23 +1196,25 @@ export async function benchDbLoad(opts: {
         undefined,
         m3,
       );
-      await oneMessage("existing-3s", "first message", undefined, MODEL_3S_ACCOUNT);
+      const existing3s = await setupSession("existing-3s", "first message", MODEL_3S_ACCOUNT);
       await oneAtATime(
         "b1-3s",
-        `message to an existing session, one at a time, ${secs}`,
+        `message to an existing session, one at a time (a conversation of ${slow}), ${secs}`,
         slow,
         (i) => ({ from: "existing-3s", text: `again ${i}` }),
         undefined,
         m3,
+        existing3s,
       );
-      await oneMessage("tool-3s", "first message", undefined, MODEL_3S_ACCOUNT);
+      const tool3s = await setupSession("tool-3s", "first message", MODEL_3S_ACCOUNT);
       await oneAtATime(
         "c-3s",
-        `message whose turn makes one tool call (current_time), existing session, ${secs}`,
+        `message whose turn makes one tool call (current_time), existing session, one at a time (a conversation of ${slow}), ${secs}`,
         slow,
         () => ({ from: "tool-3s", text: "call:current_time {}" }),
         toolReply3s,
         m3,
+        tool3s,
       );
       await burstWorkload(
         "b-3s",
@@ -966,15 +1229,22 @@ export async function benchDbLoad(opts: {
     /**
      * Many distinct sessions at once: one message to each of `spread` new sessions, then one more
      * to each, SPREAD_CONCURRENCY acks in flight; one window each (replies, then settle). Many
-     * keys show how the databases share the load, and many rows what a session stores.
+     * keys show how the databases share the load, and many rows what a session stores. A
+     * workload's stored bytes run from its start until its sessions' deferred writes landed.
      */
-    const spreadWorkload = async (id: Workload["id"], name: string, text: (i: number) => string) => {
+    const spreadWorkload = async (
+      id: Workload["id"],
+      name: string,
+      text: (i: number) => string,
+      sessions: string[],
+    ) => {
       opts.log(`db load: (${id}) ${name}`);
       await calibrate();
-      const before = await openWindow();
+      const { tracker, at: before } = await track(sessions);
       const stateBefore = state;
       const cpu0 = cpuMark();
       const ids: string[] = [];
+      const keys = new Set<string>();
       let textBytes = 0;
       let next = 0;
       const lane = async () => {
@@ -982,7 +1252,9 @@ export async function benchDbLoad(opts: {
           const i = next++;
           const t = text(i);
           textBytes += Buffer.byteLength(t);
-          ids.push(await send(`spread-${i}`, t));
+          const sent = await send(`spread-${i}`, t);
+          ids.push(sent.id);
+          keys.add(sent.key);
         }
       };
       await Promise.all(Array.from({ length: SPREAD_CONCURRENCY }, lane));
@@ -990,19 +1262,18 @@ export async function benchDbLoad(opts: {
         problems.push(
           `db load (${id}): ${ids.filter((x) => bridge.replies.has(x)).length}/${spread} replies`,
         );
-      const s = await settle(stateBefore.runs + spread);
+      const s = await settle(stateBefore.runs + spread, [...keys]);
       const cpu = cpuSince(cpu0);
-      closeWindow(id, s.tally);
       state = s.state;
       if (!s.settled) problems.push(`db load (${id}) did not settle within ${settleCapMs / 1000} s`);
-      const load = delta(before, s.tally);
-      workloads.push(
-        workloadOf({
+      windowClosed(tracker, [...keys], before, s.tally);
+      const { load, worker, busy } = windowLoad(before, s.tally, [...keys]);
+      const entry = {
+        w: {
           id,
           name,
           messages: spread,
           runs: s.state.runs - stateBefore.runs,
-          load,
           windows: [load],
           settled: s.settled,
           storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
@@ -1012,23 +1283,70 @@ export async function benchDbLoad(opts: {
             (textBytes + ids.reduce((a, x) => a + Buffer.byteLength(bridge.replies.get(x) ?? ""), 0)) /
             spread,
           modelMs: 0,
-        }),
-      );
+          d1Busy: busy,
+        },
+        worker: [worker],
+        t: tracker,
+        sizeAtStart: stateBefore.sizeBytes,
+      };
+      measured.push(entry);
+      return { entry, keys: [...keys] };
+    };
+    /** A workload's sessions as they are once what they deferred has landed (and D1's size then). */
+    const close = async (entry: (typeof measured)[number]) => {
+      const at = await counts([...entry.t.start.keys()]);
+      if (at.isolate !== entry.t.isolate)
+        throw new IsolateRestartError(
+          `db load (${entry.w.id}): workerd started the Worker's isolate again before its sessions' deferred writes landed`,
+        );
+      entry.t.end = at.bySession ?? {};
+      if (entry.sizeAtStart !== undefined) {
+        state = await d1State();
+        entry.w.storedBytes = state.sizeBytes - entry.sizeAtStart;
+      }
     };
     if (spread > 0) {
-      await spreadWorkload(
+      const made = await spreadWorkload(
         "spread-new",
         `message to a new session, ${spread} sessions, ${SPREAD_CONCURRENCY} at a time`,
         (i) => `hello ${i}`,
+        [],
       );
+      // Their first messages' outcomes are theirs: they land (a minute on) before the next messages.
+      await deferredWait(`(spread-new)`);
+      await close(made.entry);
       await spreadWorkload(
         "spread-existing",
         `one more message (${SPREAD_TEXT_BYTES} bytes) to each of those ${spread} sessions, ${SPREAD_CONCURRENCY} at a time`,
         (i) => textOf(`again ${i}:`, SPREAD_TEXT_BYTES),
+        made.keys,
       );
     }
 
-    // Reads: each call's window closes once the counts stayed still for READ_QUIET_MS.
+    // What the workloads' sessions deferred (each conversation's last delivery outcome, written
+    // by its actor's alarm a minute on) lands now, and is theirs.
+    await deferredWait("the last workload");
+    for (const entry of measured) if (!entry.t.end) await close(entry);
+    const workloads = measured.map(({ w, worker, t }): Workload => {
+      const keys = [...t.start.keys()];
+      const end = t.end ?? {};
+      const late = keys.map((k) => sessionLoad(end[k], t.lastWindow.get(k)));
+      const lateLoad = sum(late);
+      if (lateLoad.d1RoundTrips !== lateLoad.outcomeRoundTrips)
+        problems.push(
+          `db load (${w.id}): after its windows closed its sessions made ${lateLoad.d1RoundTrips} D1 round trips, ${lateLoad.outcomeRoundTrips} of them outcome writes: a longer --quiet-ms or --settle-cap-ms would keep the others in their windows`,
+        );
+      return {
+        ...w,
+        load: sum([...keys.map((k) => sessionLoad(end[k], t.start.get(k))), ...worker]),
+        late: lateLoad,
+        lateWindows: late.filter(somethingIn).length,
+        sessions: keys.length,
+      };
+    });
+
+    // Reads, once nothing is deferred: each call's window closes once the counts stayed still for
+    // READ_QUIET_MS.
     const reads: ReadLoad[] = [];
     const readQuiet = async (): Promise<Tally> => {
       const s = await still(READ_QUIET_MS, settleCapMs, false);
@@ -1036,8 +1354,6 @@ export async function benchDbLoad(opts: {
         problems.push(`db load: a read's counts did not stay still within ${settleCapMs / 1000} s`);
       return counts();
     };
-    // What came after the last message window closed is its workload's (late writes).
-    await openWindow();
     const someRun = (await rpc<{ runs: Array<{ runId: string }> }>("runs.list", { limit: 1 })).runs[0];
     const readOf = async (id: ReadLoad["id"], name: string, call: () => Promise<unknown>) => {
       opts.log(`db load: read ${name}, ${isolated} calls one at a time`);
@@ -1066,15 +1382,10 @@ export async function benchDbLoad(opts: {
       problems.push(
         `db load: ${end.d1.unmetered} D1 round trips carried no meta the entry could read: their rows are missing`,
       );
-    for (const w of workloads) {
-      const late = lateBy.get(w.id);
-      if (!late) continue;
-      w.late = sum(late.load);
-      w.lateWindows = late.windows;
+    if (end.sessions.unkeyed)
       problems.push(
-        `db load (${w.id}): after ${late.windows} of its windows closed, more came: ${w.late.d1RowsWritten} D1 rows written (${w.late.d1Statements} statements), ${w.late.doRowsWritten} DO SQL rows written (${w.late.doStatements} statements); a longer --quiet-ms or --settle-cap-ms would keep them in`,
+        `db load: ${end.sessions.unkeyed} actor instance(s) never learned their session key: their load is in no workload`,
       );
-    }
     for (const w of workloads)
       if (w.runs !== w.messages)
         problems.push(`db load (${w.id}): ${w.runs} runs for ${w.messages} messages`);
@@ -1125,14 +1436,14 @@ export function perMessage(w: Workload) {
     doStatements: per(w.load.doStatements),
     doRequests: per(w.load.doRequests),
     detail: [
-      `${w.messages} messages, ${w.runs} runs`,
-      `D1 round trips per message: Worker ${fixed(per(w.load.workerRoundTrips))}, actors ${fixed(per(w.load.actorRoundTrips))}`,
+      `${w.messages} messages, ${w.runs} runs, ${w.sessions} session${w.sessions === 1 ? "" : "s"}`,
+      `D1 round trips per message: Worker ${fixed(per(w.load.workerRoundTrips))}, actors ${fixed(per(w.load.actorRoundTrips))}: by its runs ${fixed(per(w.load.d1RoundTrips - w.load.outcomeRoundTrips))}, deferred outcome writes ${fixed(per(w.load.outcomeRoundTrips))}`,
       `calls ${Object.entries(w.load.byCall)
         .map(([k, v]) => `${k} ${fixed(per(v))}`)
         .join(", ")}`,
       spread ? `statements by database: ${spread}` : "",
       w.windows.length > 1
-        ? `per message: D1 statements ${range((l) => l.d1Statements)}, round trips ${range((l) => l.d1RoundTrips)}, DO SQL ${range((l) => l.doStatements)}`
+        ? `per message in its window: D1 statements ${range((l) => l.d1Statements)}, round trips ${range((l) => l.d1RoundTrips)}, DO SQL ${range((l) => l.doStatements)}`
         : "",
       `DO SQL exec calls ${fixed(per(w.load.doExecs))}${w.load.doPlatform ? ` (and ${fixed(per(w.load.doPlatform))} statements of miniflare's own, left out)` : ""}; other DO storage calls ${
         Object.entries(w.load.storageCalls)
@@ -1146,13 +1457,15 @@ export function perMessage(w: Workload) {
       })`,
       `stored ${fixed(per(w.storedBytes))} bytes per message${w.sessionsCreated ? ` (${w.sessionsCreated} sessions created)` : ""}${w.textBytesPerMessage !== undefined ? `, of ${fixed(w.textBytesPerMessage)} bytes of text and reply` : ""}`,
       w.cpuMsPerMessage !== undefined ? `workerd CPU ${fixed(w.cpuMsPerMessage)} ms per message` : "",
-      `rows written per message: D1 ${fixed(per(w.load.d1RowsWritten))}, DO ${fixed(per(w.load.doRowsWritten + (w.load.storageCalls.setAlarm ?? 0)))} (alarms included); rows read: D1 ${fixed(per(w.load.d1RowsRead))}, DO ${fixed(per(w.load.doRowsRead))}`,
+      `rows written per message: D1 ${fixed(per(w.load.d1RowsWritten))} (by its runs ${fixed(per(w.load.d1RowsWritten - w.load.outcomeRowsWritten))}, of which outcomes carried ${fixed(per(w.load.carriedRowsWritten))}; deferred outcome writes ${fixed(per(w.load.outcomeRowsWritten))}), DO ${fixed(per(w.load.doRowsWritten + (w.load.storageCalls.setAlarm ?? 0)))} (alarms included); rows read: D1 ${fixed(per(w.load.d1RowsRead))}, DO ${fixed(per(w.load.doRowsRead))}`,
       `DO active ${fixed(per(w.load.doActiveMs))} ms per message (in calls ${fixed(per(w.load.doCallsMs))} ms; actor timers ${
         Object.entries(w.load.doTimers)
           .map(([k, v]) => `${k} ${fixed(per(v))}`)
           .join(", ") || "none"
       }); Worker requests ${fixed(per(w.load.workerRequests))}`,
-      w.lateWindows ? `LATE WRITES after ${w.lateWindows} windows` : "",
+      w.lateWindows
+        ? `after their windows (deferred) ${w.lateWindows} of its sessions: D1 ${fixed(per(w.late.d1RoundTrips))} round trips, ${fixed(per(w.late.d1RowsWritten))} rows written, DO ${fixed(per(w.late.doRowsWritten + (w.late.storageCalls.setAlarm ?? 0)))} rows written, ${fixed(per(w.late.doRequests))} requests per message`
+        : "",
       w.settled ? "" : "NOT SETTLED within the cap",
     ]
       .filter(Boolean)
@@ -1344,7 +1657,10 @@ export interface MeasuredWorkload {
   doTimers?: Record<string, number>;
   /** The 10 SQL texts that wrote the most rows, rows written per message (D1: `<origin> <SQL>`). */
   rowsWrittenBySql?: { d1: Array<[string, number]>; do: Array<[string, number]> };
-  /** Windows after which more was counted before the next one opened (late writes), and what. */
+  /**
+   * Older files only (measured in whole-gateway windows): windows after which more was counted
+   * before the next one opened (late writes), and what.
+   */
   late?: {
     windows: number;
     d1RowsWritten: number;
@@ -1352,6 +1668,37 @@ export interface MeasuredWorkload {
     d1Statements: number;
     doStatements: number;
   };
+  /**
+   * How the figures were counted: `session`, per session key (each of the workload's sessions
+   * from its start until what it deferred had landed). Absent in older files: the figures were
+   * the whole gateway's in the workload's windows.
+   */
+  attribution?: "session";
+  /** Its sessions. Absent in older files. */
+  sessions?: number;
+  /**
+   * Its D1 round trips, statements and rows written per message by where they come from: `runs`,
+   * its runs' own writes (a new session's key binding, each run's finalize, which carries the
+   * session's earlier delivery outcomes: `carried`, part of `runs`); `outcomes`, the outcome
+   * writes (a delivery's outcome no run's write carried, written alone by its actor's alarm a
+   * minute after its attempt). `runs` + `outcomes` are the totals. Absent in older files.
+   */
+  d1Split?: { runs: D1Share; outcomes: D1Share; carried: D1Share };
+  /** What its sessions caused after their last window closed (the deferred writes), per message. */
+  deferred?: {
+    sessions: number;
+    d1RoundTrips: number;
+    d1RowsWritten: number;
+    doRowsWritten: number;
+    doRequests: number;
+  };
+}
+
+/** D1 round trips, statements and rows written per message (one part of a workload's). */
+export interface D1Share {
+  roundTrips: number;
+  statements: number;
+  rowsWritten: number;
 }
 
 /**
@@ -1370,6 +1717,8 @@ export interface DbLoadMeasurement {
   /** The windows' quiet period and cap (ms), and the `-3s` workloads' model latency. Absent in older files. */
   quietMs?: number;
   settleCapMs?: number;
+  /** The longest the run waited for the actors' deferred writes (ms). Absent in older files. */
+  deferredWaitMs?: number;
   model3sMs?: number;
   databases: string[];
   workloads: Partial<Record<Workload["id"], MeasuredWorkload>>;
@@ -1389,6 +1738,29 @@ export interface DbLoadMeasurement {
   localD1MsPerStatement: number;
   sessionsByBinding: Record<string, number>;
   problems: string[];
+}
+
+/** A workload's D1 per message: its runs' own writes, the outcome writes, the outcomes its runs carried. */
+export function d1SplitOf(w: Workload): { runs: D1Share; outcomes: D1Share; carried: D1Share } {
+  const per = (v: number) => v / w.messages;
+  const l = w.load;
+  return {
+    runs: {
+      roundTrips: per(l.d1RoundTrips - l.outcomeRoundTrips),
+      statements: per(l.d1Statements - l.outcomeStatements),
+      rowsWritten: per(l.d1RowsWritten - l.outcomeRowsWritten),
+    },
+    outcomes: {
+      roundTrips: per(l.outcomeRoundTrips),
+      statements: per(l.outcomeStatements),
+      rowsWritten: per(l.outcomeRowsWritten),
+    },
+    carried: {
+      roundTrips: per(l.carriedRoundTrips),
+      statements: per(l.carriedStatements),
+      rowsWritten: per(l.carriedRowsWritten),
+    },
+  };
 }
 
 /** The commit of `repo` and whether `paths` differ from it there (unknown outside git). */
@@ -1411,15 +1783,15 @@ function sourceOf(repo: string, bench = repo): DbLoadMeasurement["source"] {
 export function measurementOf(
   result: DbLoadResult,
   repo: string,
-  settings: { bench?: string; quietMs?: number; settleCapMs?: number } = {},
+  settings: { bench?: string; quietMs?: number; settleCapMs?: number; deferredWaitMs?: number } = {},
 ): DbLoadMeasurement {
   const workloads: DbLoadMeasurement["workloads"] = {};
   let busyMs = 0;
   let statements = 0;
   for (const w of result.workloads) {
     const p = perMessage(w);
-    for (const b of Object.values(w.load.byBinding)) busyMs += b.busyMs;
-    statements += w.load.d1Statements;
+    busyMs += w.d1Busy.ms;
+    statements += w.d1Busy.statements;
     workloads[w.id] = {
       name: w.name,
       messages: w.messages,
@@ -1444,12 +1816,15 @@ export function measurementOf(
         d1: top(w.load.d1SqlRowsWritten, w.messages),
         do: top(w.load.doSqlRowsWritten, w.messages),
       },
-      late: {
-        windows: w.lateWindows,
-        d1RowsWritten: w.late.d1RowsWritten,
-        doRowsWritten: w.late.doRowsWritten,
-        d1Statements: w.late.d1Statements,
-        doStatements: w.late.doStatements,
+      attribution: "session",
+      sessions: w.sessions,
+      d1Split: d1SplitOf(w),
+      deferred: {
+        sessions: w.lateWindows,
+        d1RoundTrips: w.late.d1RoundTrips / w.messages,
+        d1RowsWritten: w.late.d1RowsWritten / w.messages,
+        doRowsWritten: (w.late.doRowsWritten + (w.late.storageCalls.setAlarm ?? 0)) / w.messages,
+        doRequests: w.late.doRequests / w.messages,
       },
     };
   }
@@ -1470,6 +1845,7 @@ export function measurementOf(
     source: sourceOf(repo, settings.bench),
     quietMs: settings.quietMs ?? QUIET_MS,
     settleCapMs: settings.settleCapMs ?? SETTLE_CAP_MS,
+    deferredWaitMs: settings.deferredWaitMs ?? DEFERRED_WAIT_MS,
     model3sMs: MODEL_3S_MS,
     databases: result.databases,
     workloads,
@@ -1546,6 +1922,7 @@ export async function measureDbLoad(
     slow?: number;
     quietMs?: number;
     settleCapMs?: number;
+    deferredWaitMs?: number;
     /** The checkout whose counting entry (bench/floor) runs the gateway (default: `repo`). */
     bench?: string;
     log: (m: string) => void;
@@ -1627,18 +2004,72 @@ export function billingReport(m: DbLoadMeasurement, base?: DbLoadMeasurement): s
     out.push(rowOf(`(${id}) ${w.name}`, w));
     if (base) out.push(rowOf(`  base ${labelOf(base)}`, base.workloads[id]));
   }
-  const late = ids.flatMap((id) => {
-    const l = m.workloads[id]?.late;
-    return l?.windows
-      ? [
-          `(${id}) ${l.windows} windows: ${l.d1RowsWritten} D1 and ${l.doRowsWritten} DO rows written after they closed`,
-        ]
-      : [];
-  });
-  out.push(
+  // Counted per session (an older file's figures were its windows', with no split).
+  if (Object.values(m.workloads).some((w) => w?.attribution === "session")) {
+    out.push("", ...splitReport(m, base, ids));
+    const deferred = ids.flatMap((id) => {
+      const d = m.workloads[id]?.deferred;
+      return d?.sessions
+        ? [
+            `(${id}) ${d.sessions} session${d.sessions === 1 ? "" : "s"}: ${num(d.d1RoundTrips)} D1 round trips, ${num(d.d1RowsWritten)} D1 and ${num(d.doRowsWritten)} DO rows written, ${num(d.doRequests)} DO requests per message`,
+          ]
+        : [];
+    });
+    out.push(
+      "",
+      `Counted per session (each workload's figures are its sessions', from its start until what they deferred had landed, waited for up to ${(m.deferredWaitMs ?? DEFERRED_WAIT_MS) / 1000} s; windows: quiet ${m.quietMs ?? QUIET_MS} ms, cap ${(m.settleCapMs ?? SETTLE_CAP_MS) / 1000} s). After their windows closed: ${deferred.length ? deferred.join("; ") : "nothing"}.`,
+    );
+  } else {
+    const late = ids.flatMap((id) => {
+      const l = m.workloads[id]?.late;
+      return l?.windows
+        ? [
+            `(${id}) ${l.windows} windows: ${l.d1RowsWritten} D1 and ${l.doRowsWritten} DO rows written after they closed`,
+          ]
+        : [];
+    });
+    out.push(
+      "",
+      `Late writes (counted after a window closed; quiet ${m.quietMs ?? QUIET_MS} ms, cap ${(m.settleCapMs ?? SETTLE_CAP_MS) / 1000} s): ${late.length ? late.join("; ") : "none"}.`,
+    );
+  }
+  return out;
+}
+
+/**
+ * Each workload's D1 round trips and rows written per message by where they come from (its
+ * runs' own writes, and the outcome writes), with the DO rows written beside them and the sum,
+ * and with `base` the same workload of that file (its totals: an older file has no split) and
+ * the ratio of the rows written to its.
+ */
+export function splitReport(
+  m: DbLoadMeasurement,
+  base: DbLoadMeasurement | undefined,
+  ids: ReadonlyArray<Workload["id"]>,
+): string[] {
+  const out = [
+    "D1 round trips and rows written per message by where they come from: by its runs (a new session's key binding, each run's finalize, which carries the session's earlier delivery outcomes: carried) and deferred outcome writes (a delivery's outcome no run's write carried, written alone by its actor's alarm a minute after its attempt: a conversation's last one).",
     "",
-    `Late writes (counted after a window closed; quiet ${m.quietMs ?? QUIET_MS} ms, cap ${(m.settleCapMs ?? SETTLE_CAP_MS) / 1000} s): ${late.length ? late.join("; ") : "none"}.`,
-  );
+    `| workload | D1 round trips | by its runs | deferred outcome writes | D1 rows written | by its runs (outcomes carried) | deferred outcome writes | DO rows written | D1 + DO rows written${base ? " (÷ base)" : ""} |`,
+    "|---|---|---|---|---|---|---|---|---|",
+  ];
+  const rowsOf = (w: MeasuredWorkload | undefined) =>
+    w?.billing ? w.billing.d1RowsWritten + w.billing.doRowsWritten : undefined;
+  const rowOf = (name: string, w: MeasuredWorkload | undefined, against?: MeasuredWorkload) => {
+    if (!w) return `| ${name} | ${Array(8).fill("—").join(" | ")} |`;
+    const b = w.billing;
+    const split = w.d1Split;
+    const rows = rowsOf(w);
+    const was = rowsOf(against);
+    const ratio = rows !== undefined && was ? ` (${(rows / was).toFixed(2)})` : "";
+    return `| ${name} | ${num(b?.d1RoundTrips ?? w.d1RoundTripsPerMessage)} | ${num(split?.runs.roundTrips)} | ${num(split?.outcomes.roundTrips)} | ${num(b?.d1RowsWritten)} | ${split ? `${num(split.runs.rowsWritten)} (${num(split.carried.rowsWritten)})` : "—"} | ${num(split?.outcomes.rowsWritten)} | ${num(b?.doRowsWritten)} | ${num(rows)}${ratio} |`;
+  };
+  for (const id of ids) {
+    const w = m.workloads[id];
+    if (!w) continue;
+    out.push(rowOf(`(${id}) ${w.name}`, w, base?.workloads[id]));
+    if (base) out.push(rowOf(`  base ${labelOf(base)}`, base.workloads[id]));
+  }
   return out;
 }
 
@@ -1674,7 +2105,8 @@ export function readMeasurementFile(file: string): DbLoadMeasurement {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   const here = path.resolve(import.meta.dirname, "..");
   const usage = `node bench/db-load.ts [isolated=10] [burst=60] [spread=100] [--databases N] [--slow N=${SLOW_MESSAGES}]
-  [--quiet-ms MS=${QUIET_MS}] [--settle-cap-ms MS=${SETTLE_CAP_MS}] [--repo DIR] [--out FILE=${RESULT_FILE}] [--base FILE]
+  [--quiet-ms MS=${QUIET_MS}] [--settle-cap-ms MS=${SETTLE_CAP_MS}] [--deferred-wait-ms MS=${DEFERRED_WAIT_MS}]
+  [--repo DIR] [--out FILE=${RESULT_FILE}] [--base FILE]
 node bench/db-load.ts --table FILE [--base FILE]     the billing table of a result file, measuring nothing`;
   let values: ReturnType<typeof parseCli>["values"];
   let positionals: string[];
@@ -1708,6 +2140,7 @@ node bench/db-load.ts --table FILE [--base FILE]     the billing table of a resu
   const [isolated, burst, spread] = positionals.map(Number);
   const quietMs = number("--quiet-ms", values["quiet-ms"], 200, 120_000);
   const settleCapMs = number("--settle-cap-ms", values["settle-cap-ms"], 1_000, 600_000);
+  const deferredWaitMs = number("--deferred-wait-ms", values["deferred-wait-ms"], 0, 600_000);
   const slow = number("--slow", values.slow, 0, MAX_SLOW);
   let failed = false;
   try {
@@ -1721,12 +2154,14 @@ node bench/db-load.ts --table FILE [--base FILE]     the billing table of a resu
       ...(slow !== undefined ? { slow } : {}),
       ...(quietMs !== undefined ? { quietMs } : {}),
       ...(settleCapMs !== undefined ? { settleCapMs } : {}),
+      ...(deferredWaitMs !== undefined ? { deferredWaitMs } : {}),
     });
     console.log(dbLoadReport(result, true).join("\n"));
     const measurement = measurementOf(result, repo, {
       bench: here,
       ...(quietMs !== undefined ? { quietMs } : {}),
       ...(settleCapMs !== undefined ? { settleCapMs } : {}),
+      ...(deferredWaitMs !== undefined ? { deferredWaitMs } : {}),
     });
     console.log(["", ...billingReport(measurement, base)].join("\n"));
     const file = writeMeasurement(here, measurement, values.out ?? RESULT_FILE);
@@ -1748,6 +2183,7 @@ function parseCli() {
       slow: { type: "string" },
       "quiet-ms": { type: "string" },
       "settle-cap-ms": { type: "string" },
+      "deferred-wait-ms": { type: "string" },
       repo: { type: "string" },
       out: { type: "string" },
       base: { type: "string" },

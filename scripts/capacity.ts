@@ -267,7 +267,11 @@ const costed = costedOf(measurement);
 if (costed.length) {
   const run = `${file} (${measurement.measuredAt.slice(0, 10)}, commit ${measurement.source.commit.slice(0, 7)}${
     measurement.source.changed ? " with uncommitted changes" : ""
-  }); Workers CPU is workerd's over the message (Worker, actors, local D1 and SQLite, the local request path): an upper bound`;
+  })${
+    Object.values(measurement.workloads).some((w) => w?.attribution === "session")
+      ? "; each workload's units are its sessions', a conversation's deferred delivery-outcome write included"
+      : ""
+  }; Workers CPU is workerd's over the message (Worker, actors, local D1 and SQLite, the local request path): an upper bound`;
   console.log(
     [
       "",

@@ -101,6 +101,100 @@ export interface Tally {
   actors: number;
   /** Every actor's storage patch took, and `ctx.storage` / `.sql` are the same objects on every read. */
   patchedOk: boolean;
+  /** The sessions' tallies in brief (each one's with `?key=`). */
+  sessions: SessionsBrief;
+}
+
+/**
+ * Rows and statements of one kind of D1 round trip, or of the statements of one kind inside
+ * other round trips.
+ */
+export interface D1Part extends Rows {
+  roundTrips: number;
+  statements: number;
+}
+
+/**
+ * What one session's actor asked of its storage, and the requests made to it: the part of the
+ * load its key causes, wherever and whenever it lands (a write the actor defers lands in whatever
+ * window is open then). Kept per session key (the name the actor is reached by), over every
+ * instance of its actor (an evicted actor's next instance adds to the same tally).
+ */
+export interface SessionTally {
+  d1: {
+    /** The actor's D1 calls (a Worker's reads for an RPC are not any session's: global only). */
+    statements: number;
+    roundTrips: number;
+    rowsRead: number;
+    rowsWritten: number;
+    unmetered: number;
+    /** By binding (`busyMs` 0: a database's busy time is timed for all its calls, not a session's). */
+    byBinding: Record<string, BindingTally>;
+    byCall: Record<string, number>;
+    /** Statements, rows written and read by `actor <SQL>` (the global tally's keys). */
+    sql: Record<string, number>;
+    sqlRowsWritten: Record<string, number>;
+    sqlRowsRead: Record<string, number>;
+    /**
+     * Outcome-only writes: batches whose every statement is a `deliveries` upsert (a delivery's
+     * outcome written alone, by the actor's alarm once no run's write carried it, or when a read
+     * asked for it). Included in the figures above.
+     */
+    outcomes: D1Part;
+    /**
+     * `deliveries` upserts carried by another batch (a run's finalize carrying the session's
+     * earlier outcomes): `roundTrips` counts the batches that carried any. Included above.
+     */
+    carried: D1Part;
+  };
+  doSql: {
+    execs: number;
+    statements: number;
+    sql: Record<string, number>;
+    rowsRead: number;
+    rowsWritten: number;
+    sqlRowsWritten: Record<string, number>;
+    sqlRowsRead: Record<string, number>;
+  };
+  /** Calls of the actor's storage methods other than SQL, by name (setAlarm, deleteAlarm…). */
+  doCalls: Record<string, number>;
+  /** Requests to this session's actor: stub calls by the name it is reached by, and its alarms. */
+  doRequests: { total: number; byMethod: Record<string, number> };
+  /** The actor's wall time (as the global `doWall`, this session's instances only). */
+  doWall: {
+    callsMs: number;
+    activeMs: number;
+    timersSet: number;
+    timersByDelay: Record<string, number>;
+    waitUntils: number;
+  };
+  /** Instances of this session's actor constructed (a first one, or one after an eviction). */
+  instances: number;
+  /**
+   * The alarm this session's actor has pending (ms since the epoch), as `setAlarm` set it and
+   * `deleteAlarm` or its firing cleared it; null when none. A deferred write is pending while it is.
+   */
+  alarmAt: number | null;
+}
+
+/**
+ * What `GET /__bench/db-counts?key=K&key=K2…` adds to the tally: each named session's (absent
+ * when its actor has done nothing yet and no request reached it).
+ */
+export interface SessionTallies {
+  bySession: Record<string, SessionTally>;
+}
+
+/** Every session's actor, in brief: how many are known, and which have an alarm pending. */
+export interface SessionsBrief {
+  /** Session keys with a tally. */
+  keys: number;
+  /** Of those, whose actor has an alarm pending, and the earliest and latest pending times. */
+  pendingAlarms: number;
+  firstAlarmAt: number | null;
+  lastAlarmAt: number | null;
+  /** Actor instances whose key was not learned (their counts are in the global tally only). */
+  unkeyed: number;
 }
 
 /**
@@ -123,6 +217,19 @@ export interface BriefTally {
 export interface StillAnswer extends BriefTally {
   still: boolean;
   quiet: boolean;
+}
+
+/**
+ * `GET /__bench/db-deferred?still=MS&cap=MS`: answers once no session's actor has an alarm
+ * pending (every deferred write has landed), the counts have not changed for `still` ms and no
+ * actor has anything open, or at `cap`: `done` says which; `sessions`, the pending alarms then.
+ */
+export interface DeferredAnswer extends BriefTally {
+  done: boolean;
+  waitedMs: number;
+  sessions: SessionsBrief;
+  /** Up to 20 keys whose actor still has an alarm pending, with its time. */
+  pending: Array<[string, number]>;
 }
 
 /** What `GET /__bench/d1-state` reads of one database (through the real binding, not counted). */

@@ -39,11 +39,21 @@
  *   AsyncLocalStorage of the actor at work); per actor, the union of its intervals (see `Activity`).
  * - Worker requests: the entry's `fetch` (the bench's own `/__bench/` requests left out) and
  *   `scheduled` invocations.
+ * - Per session: everything an actor causes is also tallied under its session key (the name it
+ *   is reached by: `ctx.id.name`, else the key its storage holds, else the `sessionKey` its
+ *   first RPC call carries; what it counted before it knew is added once it does): its D1 round
+ *   trips (each SessionActor has its own counting env), statements and rows, its DO SQL,
+ *   storage calls, requests (stub calls by the name they address, its alarms) and wall time,
+ *   and the alarm it has pending (`setAlarm` / `deleteAlarm` / its firing). A write the actor
+ *   defers (a delivery's outcome, written alone by its alarm a minute on) is thus its session's
+ *   wherever it lands. The Worker's own D1 calls (reads for an RPC) are no session's.
  *
  * The counts live in this isolate (under `wrangler dev` the Worker and its Durable Objects share
  * one) and are read from outside with `GET /__bench/db-counts` (`?brief`: the few numbers that
- * change when anything does); `GET /__bench/db-still` waits here until they stop changing (one
- * request instead of many polls, each of which costs workerd CPU); `GET /__bench/d1-state`
+ * change when anything does; `?key=K&key=…`: those sessions' tallies too); `GET
+ * /__bench/db-still` waits here until they stop changing (one request instead of many polls,
+ * each of which costs workerd CPU), `GET /__bench/db-deferred` until no actor has an alarm
+ * pending either (every deferred write has landed); `GET /__bench/d1-state`
  * reads the runs, deliveries, sessions and size of every database through the real bindings
  * (not counted) so the bench knows when a message's work has settled and what it stored. Every
  * other request goes to the gateway.
@@ -51,7 +61,19 @@
 import { AsyncLocalStorage } from "node:async_hooks";
 import { loadConfig } from "../../src/config/load";
 import gateway, { SessionActor as GatewaySessionActor } from "../../src/index";
-import type { BindingTally, BriefTally, D1State, DatabaseState, Origin, Tally } from "./db-load-tally";
+import type {
+  BindingTally,
+  BriefTally,
+  D1Part,
+  D1State,
+  DatabaseState,
+  DeferredAnswer,
+  Origin,
+  SessionsBrief,
+  SessionTallies,
+  SessionTally,
+  Tally,
+} from "./db-load-tally";
 
 const tally: Tally = {
   // Set on the first request: random values are not allowed in the global scope.
@@ -97,6 +119,7 @@ const tally: Tally = {
   workerRequests: { fetch: 0, scheduled: 0 },
   actors: 0,
   patchedOk: true,
+  sessions: { keys: 0, pendingAlarms: 0, firstAlarmAt: null, lastAlarmAt: null, unkeyed: 0 },
 };
 
 /** Distinct SQL texts kept per histogram; the rest are summed under "(other)". */
@@ -141,10 +164,154 @@ function statementCount(sql: string): number {
   return count + (open ? 1 : 0);
 }
 
-/** Where a counted call goes: its origin and the D1 binding it was made on. */
+// ---------------------------------------------------------------------------------------------
+// Per session: each actor's load under its session key
+
+const emptyPart = (): D1Part => ({ roundTrips: 0, statements: 0, rowsRead: 0, rowsWritten: 0 });
+
+function emptySession(): SessionTally {
+  return {
+    d1: {
+      statements: 0,
+      roundTrips: 0,
+      rowsRead: 0,
+      rowsWritten: 0,
+      unmetered: 0,
+      byBinding: {},
+      byCall: {},
+      sql: {},
+      sqlRowsWritten: {},
+      sqlRowsRead: {},
+      outcomes: emptyPart(),
+      carried: emptyPart(),
+    },
+    doSql: {
+      execs: 0,
+      statements: 0,
+      sql: {},
+      rowsRead: 0,
+      rowsWritten: 0,
+      sqlRowsWritten: {},
+      sqlRowsRead: {},
+    },
+    doCalls: {},
+    doRequests: { total: 0, byMethod: {} },
+    doWall: { callsMs: 0, activeMs: 0, timersSet: 0, timersByDelay: {}, waitUntils: 0 },
+    instances: 0,
+    alarmAt: null,
+  };
+}
+
+/** Every session's tally, by key. */
+const bySession = new Map<string, SessionTally>();
+
+function sessionTally(key: string): SessionTally {
+  let s = bySession.get(key);
+  if (!s) {
+    s = emptySession();
+    bySession.set(key, s);
+  }
+  return s;
+}
+
+/** Adds every count of `from` into `into` (nested records included; the pending alarm aside). */
+function addCounts(into: Record<string, unknown>, from: Record<string, unknown>): void {
+  for (const [k, v] of Object.entries(from)) {
+    if (k === "alarmAt") continue;
+    if (typeof v === "number") into[k] = ((into[k] as number | undefined) ?? 0) + v;
+    else if (v !== null && typeof v === "object") {
+      let t = into[k];
+      if (t === null || typeof t !== "object") {
+        t = {};
+        into[k] = t;
+      }
+      addCounts(t as Record<string, unknown>, v as Record<string, unknown>);
+    }
+  }
+}
+
+/** Actor instances whose key is not known yet. */
+let unkeyed = 0;
+
+/**
+ * One actor instance: the session key it serves once known, and what it counted before (added
+ * to the key's tally when the key is learned, then left empty).
+ */
+class Owner {
+  key: string | undefined;
+  early: SessionTally = emptySession();
+  /** Whether `early` saw the alarm set or cleared (its `alarmAt` then replaces the key's). */
+  alarmSeen = false;
+
+  constructor() {
+    unkeyed++;
+  }
+
+  get session(): SessionTally {
+    return this.key === undefined ? this.early : sessionTally(this.key);
+  }
+
+  learn(key: unknown): void {
+    if (this.key !== undefined || typeof key !== "string" || key === "") return;
+    this.key = key;
+    unkeyed--;
+    const s = sessionTally(key);
+    addCounts(s as unknown as Record<string, unknown>, this.early as unknown as Record<string, unknown>);
+    if (this.alarmSeen) s.alarmAt = this.early.alarmAt;
+    this.early = emptySession();
+  }
+
+  alarm(at: number | null): void {
+    if (this.key === undefined) this.alarmSeen = true;
+    this.session.alarmAt = at;
+  }
+}
+
+/** The key a call into an actor carries: its first argument, or that argument's `sessionKey`. */
+function keyOfArgs(args: readonly unknown[]): unknown {
+  const first = args[0];
+  if (typeof first === "string") return first;
+  if (first !== null && typeof first === "object") return (first as { sessionKey?: unknown }).sessionKey;
+  return undefined;
+}
+
+function sessionsBrief(): SessionsBrief {
+  let pendingAlarms = 0;
+  let firstAlarmAt: number | null = null;
+  let lastAlarmAt: number | null = null;
+  for (const s of bySession.values()) {
+    if (s.alarmAt === null) continue;
+    pendingAlarms++;
+    if (firstAlarmAt === null || s.alarmAt < firstAlarmAt) firstAlarmAt = s.alarmAt;
+    if (lastAlarmAt === null || s.alarmAt > lastAlarmAt) lastAlarmAt = s.alarmAt;
+  }
+  return { keys: bySession.size, pendingAlarms, firstAlarmAt, lastAlarmAt, unkeyed };
+}
+
+function sessionBinding(s: SessionTally, binding: string): BindingTally {
+  let t = s.d1.byBinding[binding];
+  if (!t) {
+    t = { statements: 0, roundTrips: 0, busyMs: 0, rowsRead: 0, rowsWritten: 0 };
+    s.d1.byBinding[binding] = t;
+  }
+  return t;
+}
+
+/**
+ * A delivery outcome's upsert (delivery/outbox.ts's outcomes, db/runs.ts): an insert into
+ * `deliveries` that updates the row's state on conflict. A batch of these alone is an outcome
+ * written by itself; beside a run's statements, outcomes carried by its finalize.
+ */
+const isOutcome = (sql: string): boolean =>
+  /^\s*insert\s+into\s+"deliveries"/i.test(sql) &&
+  /on\s+conflict\s*\("delivery_id"\)\s*do\s+update/i.test(sql);
+
+/** Where a counted call goes: its origin, the D1 binding it was made on, and the actor making it. */
 interface Route {
   origin: Origin;
   binding: string;
+  /** The actor instance whose env made the call (none: the Worker's). */
+  owner?: Owner;
 }
 
 function bindingTally(binding: string): BindingTally {
@@ -208,14 +375,29 @@ function meterSession(session: unknown): void {
   }
 }
 
-/** Adds the rows of one answered round trip (one meta per statement; one for all of an exec). */
-function countRows(route: Route, sqls: string[], metas: Array<D1Meta | undefined> | undefined): void {
-  const { origin, binding } = route;
+/** What a round trip of an actor was, for its session: outcomes alone, outcomes carried, neither. */
+type Outcomes = "alone" | "carried" | "none";
+
+/**
+ * Adds the rows of one answered round trip (one meta per statement; one for all of an exec), to
+ * the global tally and to `session`'s (an actor's call), the outcome statements' apart.
+ */
+function countRows(
+  route: Route,
+  sqls: string[],
+  metas: Array<D1Meta | undefined> | undefined,
+  outcomes?: Outcomes,
+): void {
+  const { origin, binding, owner } = route;
+  // The session as it is now (an actor that learned its key since the call: the key's).
+  const session = owner?.session;
   if (!metas?.length || metas.some((m) => typeof m?.rows_written !== "number")) {
     tally.d1.unmetered++;
+    if (session) session.d1.unmetered++;
     return;
   }
   const per = bindingTally(binding);
+  const mine = session && sessionBinding(session, binding);
   metas.forEach((m, i) => {
     const read = m?.rows_read ?? 0;
     const written = m?.rows_written ?? 0;
@@ -225,9 +407,24 @@ function countRows(route: Route, sqls: string[], metas: Array<D1Meta | undefined
     tally.d1.byOrigin[origin].rowsWritten += written;
     per.rowsRead += read;
     per.rowsWritten += written;
-    const key = `${origin} ${label(sqls[Math.min(i, sqls.length - 1)] ?? "")}`;
+    const sql = sqls[Math.min(i, sqls.length - 1)] ?? "";
+    const key = `${origin} ${label(sql)}`;
     if (written) bump(tally.d1.sqlRowsWritten, key, written);
     if (read) bump(tally.d1.sqlRowsRead, key, read);
+    if (!session || !mine) return;
+    const d1 = session.d1;
+    d1.rowsRead += read;
+    d1.rowsWritten += written;
+    mine.rowsRead += read;
+    mine.rowsWritten += written;
+    if (written) bump(d1.sqlRowsWritten, key, written);
+    if (read) bump(d1.sqlRowsRead, key, read);
+    const part =
+      outcomes === "alone" ? d1.outcomes : outcomes === "carried" && isOutcome(sql) ? d1.carried : undefined;
+    if (part) {
+      part.rowsRead += read;
+      part.rowsWritten += written;
+    }
   });
 }
 
@@ -255,6 +452,27 @@ function trip<T>(
   bump(tally.d1.byCall, call, 1);
   if (call === "exec") bump(tally.d1.sql, `${origin} ${label(sqls[0] ?? "")}`, statements);
   else for (const sql of sqls) bump(tally.d1.sql, `${origin} ${label(sql)}`, 1);
+  // An actor's call is its session's too; a batch of outcome upserts alone is its outcomes written
+  // by themselves, outcome upserts beside other statements are carried by that write.
+  let outcomes: Outcomes | undefined;
+  if (route.owner) {
+    const s = route.owner.session;
+    const outcomeStatements = call === "batch" ? sqls.filter(isOutcome).length : 0;
+    outcomes = outcomeStatements === 0 ? "none" : outcomeStatements === sqls.length ? "alone" : "carried";
+    s.d1.roundTrips++;
+    s.d1.statements += statements;
+    const b = sessionBinding(s, binding);
+    b.roundTrips++;
+    b.statements += statements;
+    bump(s.d1.byCall, call, 1);
+    if (call === "exec") bump(s.d1.sql, `${origin} ${label(sqls[0] ?? "")}`, statements);
+    else for (const sql of sqls) bump(s.d1.sql, `${origin} ${label(sql)}`, 1);
+    const part = outcomes === "alone" ? s.d1.outcomes : outcomes === "carried" ? s.d1.carried : undefined;
+    if (part) {
+      part.roundTrips++;
+      part.statements += outcomes === "alone" ? statements : outcomeStatements;
+    }
+  }
   let w = waiting.get(binding);
   if (!w) {
     w = { calls: 0, since: 0 };
@@ -278,7 +496,7 @@ function trip<T>(
   }
   return answer
     .then((r) => {
-      countRows(route, call === "exec" ? [sqls[0] ?? ""] : sqls, captured[0] ?? fallback?.(r));
+      countRows(route, call === "exec" ? [sqls[0] ?? ""] : sqls, captured[0] ?? fallback?.(r), outcomes);
       return r;
     })
     .finally(done);
@@ -380,25 +598,36 @@ function countedDb(db: D1Database, route: Route): D1Database {
 // ---------------------------------------------------------------------------------------------
 // Durable Object requests: stubs whose method calls are counted
 
-function countRequest(method: string): void {
+/** A request to an actor: globally, and to its session (`session`: the one it addresses). */
+function countRequest(method: string, session?: SessionTally): void {
   tally.doRequests.total++;
   bump(tally.doRequests.byMethod, method, 1);
+  if (!session) return;
+  session.doRequests.total++;
+  bump(session.doRequests.byMethod, method, 1);
 }
 
 /** Properties of a stub that are not requests to the object. */
 const STUB_FIELDS = new Set<string | symbol>(["id", "name", "then"]);
 
-function countedStub<T extends object>(stub: T): T {
+/** A stub whose calls are counted, to the session `key` names (the name the stub addresses). */
+function countedStub<T extends object>(stub: T, key: string | undefined): T {
   return new Proxy(stub, {
     get(target, prop) {
       const value = Reflect.get(target, prop);
       if (typeof value !== "function" || typeof prop !== "string" || STUB_FIELDS.has(prop)) return value;
       return (...args: unknown[]) => {
-        countRequest(prop);
+        countRequest(prop, key === undefined ? undefined : sessionTally(key));
         return Reflect.apply(value as Method, target, args);
       };
     },
   });
+}
+
+/** The name of an id made from one (`idFromName`), if the runtime tells it. */
+function nameOf(id: unknown): string | undefined {
+  const name = id !== null && typeof id === "object" ? Reflect.get(id, "name") : undefined;
+  return typeof name === "string" && name !== "" ? name : undefined;
 }
 
 function countedNamespace(ns: DurableObjectNamespace): DurableObjectNamespace {
@@ -407,7 +636,11 @@ function countedNamespace(ns: DurableObjectNamespace): DurableObjectNamespace {
       const value = Reflect.get(target, prop);
       if (typeof value !== "function") return value;
       if (prop === "get" || prop === "getByName")
-        return (...args: unknown[]) => countedStub(Reflect.apply(value as Method, target, args) as object);
+        return (...args: unknown[]) =>
+          countedStub(
+            Reflect.apply(value as Method, target, args) as object,
+            prop === "getByName" ? (typeof args[0] === "string" ? args[0] : undefined) : nameOf(args[0]),
+          );
       return (value as Method).bind(target);
     },
   });
@@ -448,29 +681,59 @@ function storageNames(env: Env): readonly string[] {
   return list;
 }
 
+/** Each actor instance's own env and D1 wrappers (its calls are its session's). */
+const ownerEnvs = new WeakMap<Owner, Env>();
+const ownerDbs = new WeakMap<Owner, Map<string, D1Database>>();
+
+function ownerDb(owner: Owner, binding: string, db: D1Database): D1Database {
+  let m = ownerDbs.get(owner);
+  if (!m) {
+    m = new Map();
+    ownerDbs.set(owner, m);
+  }
+  let counted = m.get(binding);
+  if (!counted) {
+    counted = countedDb(db, { origin: "actor", binding, owner });
+    m.set(binding, counted);
+  }
+  return counted;
+}
+
 /**
  * The runtime's env, except that each D1 binding of `storage.d1` is its counting wrapper and
- * `SESSION_ACTOR` hands out counting stubs (the same wrappers for the same bindings).
+ * `SESSION_ACTOR` hands out counting stubs (the same wrappers for the same bindings). An actor's
+ * (`owner`) is its own, so its D1 calls are tallied under its session too.
  */
-function countedEnv(env: Env, origin: Origin): Env {
-  return memo(envs, env, origin, () => {
-    return new Proxy(env, {
-      get(target, prop) {
-        const value = Reflect.get(target, prop, target);
-        if (typeof prop !== "string") return value;
-        if (prop === "SESSION_ACTOR") {
-          const ns = value as DurableObjectNamespace;
-          let counted = namespaces.get(ns);
-          if (!counted) {
-            counted = countedNamespace(ns);
-            namespaces.set(ns, counted);
-          }
-          return counted;
+function countedEnv(env: Env, origin: Origin, owner?: Owner): Env {
+  if (owner) {
+    let e = ownerEnvs.get(owner);
+    if (!e) {
+      e = proxiedEnv(env, origin, owner);
+      ownerEnvs.set(owner, e);
+    }
+    return e;
+  }
+  return memo(envs, env, origin, () => proxiedEnv(env, origin));
+}
+
+function proxiedEnv(env: Env, origin: Origin, owner?: Owner): Env {
+  return new Proxy(env, {
+    get(target, prop) {
+      const value = Reflect.get(target, prop, target);
+      if (typeof prop !== "string") return value;
+      if (prop === "SESSION_ACTOR") {
+        const ns = value as DurableObjectNamespace;
+        let counted = namespaces.get(ns);
+        if (!counted) {
+          counted = countedNamespace(ns);
+          namespaces.set(ns, counted);
         }
-        if (!storageNames(target).includes(prop) || !isD1(value)) return value;
-        return memo(dbs, value, origin, () => countedDb(value, { origin, binding: prop }));
-      },
-    });
+        return counted;
+      }
+      if (!storageNames(target).includes(prop) || !isD1(value)) return value;
+      if (owner) return ownerDb(owner, prop, value);
+      return memo(dbs, value, origin, () => countedDb(value, { origin, binding: prop }));
+    },
   });
 }
 
@@ -525,7 +788,7 @@ const CURSOR_METHODS = ["toArray", "one", "next", "raw", Symbol.iterator] as con
  * iterated). Only the increase since the last look is added, so a cursor consumed in parts, or
  * iterated through an iterator that is the cursor itself, is counted once.
  */
-function meterCursor(cursor: object, key: string): void {
+function meterCursor(cursor: object, key: string, owner: Owner): void {
   const seen: Metered = { rowsRead: 0, rowsWritten: 0 };
   const look = () => {
     const read = Number(Reflect.get(cursor, "rowsRead"));
@@ -539,6 +802,11 @@ function meterCursor(cursor: object, key: string): void {
     tally.doSql.rowsWritten += dw;
     if (dw) bump(tally.doSql.sqlRowsWritten, key, dw);
     if (dr) bump(tally.doSql.sqlRowsRead, key, dr);
+    const mine = owner.session.doSql;
+    mine.rowsRead += dr;
+    mine.rowsWritten += dw;
+    if (dw) bump(mine.sqlRowsWritten, key, dw);
+    if (dr) bump(mine.sqlRowsRead, key, dr);
   };
   /** An iterator handed out (by `raw()` or `[Symbol.iterator]()`): its `next` looks too. */
   const iterated = (it: unknown) => {
@@ -578,7 +846,8 @@ function meterCursor(cursor: object, key: string): void {
   }
 }
 
-function countStorage(storage: DurableObjectStorage): void {
+/** Counts `storage`'s SQL and other calls, globally and as `owner`'s session's. */
+function countStorage(storage: DurableObjectStorage, owner: Owner): void {
   const sql = storage.sql;
   replace(
     sql,
@@ -597,8 +866,12 @@ function countStorage(storage: DurableObjectStorage): void {
         tally.doSql.statements += n;
         const key = label(query);
         bump(tally.doSql.sql, key, n);
+        const mine = owner.session.doSql;
+        mine.execs++;
+        mine.statements += n;
+        bump(mine.sql, key, n);
         const cursor = Reflect.apply(exec, sql, args);
-        if (cursor !== null && typeof cursor === "object") meterCursor(cursor, key);
+        if (cursor !== null && typeof cursor === "object") meterCursor(cursor, key, owner);
         return cursor;
       },
   );
@@ -610,6 +883,12 @@ function countStorage(storage: DurableObjectStorage): void {
       (original) =>
         function countedCall(...args: unknown[]) {
           bump(tally.doCalls, name, 1);
+          bump(owner.session.doCalls, name, 1);
+          // The alarm pending, as the actor sets and clears it (its firing clears it too: `alarm`).
+          if (name === "setAlarm") {
+            const at = args[0] instanceof Date ? args[0].getTime() : Number(args[0]);
+            owner.alarm(Number.isFinite(at) ? at : Date.now());
+          } else if (name === "deleteAlarm") owner.alarm(null);
           return Reflect.apply(original, storage, args);
         },
     );
@@ -636,13 +915,19 @@ class Activity {
   private open = 0;
   private since = 0;
 
+  constructor(readonly owner: Owner) {}
+
   enterCall(): void {
     if (this.calls++ === 0) this.callsSince = performance.now();
     this.enter();
   }
 
   exitCall(): void {
-    if (--this.calls === 0) tally.doWall.callsMs += performance.now() - this.callsSince;
+    if (--this.calls === 0) {
+      const ms = performance.now() - this.callsSince;
+      tally.doWall.callsMs += ms;
+      this.owner.session.doWall.callsMs += ms;
+    }
     this.exit();
   }
 
@@ -653,7 +938,11 @@ class Activity {
 
   exit(): void {
     tally.doWall.open--;
-    if (--this.open === 0) tally.doWall.activeMs += performance.now() - this.since;
+    if (--this.open === 0) {
+      const ms = performance.now() - this.since;
+      tally.doWall.activeMs += ms;
+      this.owner.session.doWall.activeMs += ms;
+    }
   }
 
   /** Open until `promise` settles (either way). */
@@ -718,7 +1007,11 @@ function countTimers(): void {
         return Reflect.apply(original, globalThis, [handler, ms, ...args]);
       }
       tally.doWall.timersSet++;
-      bump(tally.doWall.timersByDelay, `${name} ${Math.round(Number(ms) || 0)} ms`, 1);
+      const delay = `${name} ${Math.round(Number(ms) || 0)} ms`;
+      bump(tally.doWall.timersByDelay, delay, 1);
+      const mine = activity.owner.session.doWall;
+      mine.timersSet++;
+      bump(mine.timersByDelay, delay, 1);
       let id: unknown;
       const fire = (...a: unknown[]) => {
         if (once) timerDone(id);
@@ -743,33 +1036,59 @@ function countTimers(): void {
 }
 countTimers();
 
+/** Each actor instance's owner (its session, once known). */
+const owners = new WeakMap<object, Owner>();
+
+/** The session key an actor's storage holds (ActorStore's kv), read uncounted; none for a new actor. */
+function storedKey(sql: SqlStorage, exec: Method): string | undefined {
+  try {
+    const cursor = Reflect.apply(exec, sql, ["SELECT v FROM kv WHERE k = 'key'"]) as { toArray(): unknown[] };
+    const v = (cursor.toArray()[0] as { v?: unknown } | undefined)?.v;
+    return typeof v === "string" ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export class SessionActor extends GatewaySessionActor {
   constructor(ctx: DurableObjectState, env: Env) {
     const storage = ctx.storage;
     const sql = storage.sql;
-    countStorage(storage);
-    const activity = new Activity();
+    const uncountedExec = sql.exec as unknown as Method;
+    const owner = new Owner();
+    // The name it is reached by (getByName), when the runtime tells it.
+    owner.learn(nameOf(ctx.id));
+    countStorage(storage, owner);
+    const activity = new Activity(owner);
     replace(
       ctx,
       "waitUntil",
       (original) =>
         function countedWaitUntil(promise: unknown) {
           tally.doWall.waitUntils++;
+          owner.session.doWall.waitUntils++;
           activity.until(promise);
           return Reflect.apply(original, ctx, [promise]);
         },
     );
-    super(ctx, countedEnv(env, "actor"));
+    super(ctx, countedEnv(env, "actor", owner));
     activities.set(this, activity);
+    owners.set(this, owner);
     tally.isolate ||= crypto.randomUUID();
     tally.actors++;
+    owner.session.instances++;
+    // Else the key its storage holds (an actor bound before); else its first call's (below).
+    if (owner.key === undefined) owner.learn(storedKey(sql, uncountedExec));
     // The patch is on these objects: the actor must meet the same ones on every read.
     const again = ctx.storage;
     if (again !== storage || again.sql !== sql) tally.patchedOk = false;
   }
 
   override alarm(): Promise<void> {
-    countRequest("alarm");
+    const owner = owners.get(this);
+    // The alarm that fires is no longer pending; one its handler sets is.
+    owner?.alarm(null);
+    countRequest("alarm", owner?.session);
     return during(this, () => super.alarm());
   }
 }
@@ -785,6 +1104,8 @@ for (const name of Object.getOwnPropertyNames(GatewaySessionActor.prototype)) {
   Object.defineProperty(SessionActor.prototype, name, {
     ...d,
     value: function timed(this: object, ...args: unknown[]) {
+      // Every RPC method takes the session key first (enqueue: in its request).
+      owners.get(this)?.learn(keyOfArgs(args));
       return during(this, () => Reflect.apply(method, this, args));
     },
   });
@@ -815,6 +1136,46 @@ async function stillFor(stillMs: number, capMs: number, actors: boolean) {
       return { ...now, still: true, quiet: true };
   }
   return { ...briefOf(tally), still: false, quiet: performance.now() - since >= stillMs };
+}
+
+/**
+ * Waits, inside this isolate, until no session's actor has an alarm pending (every write an
+ * actor deferred has landed), the counts have not changed for `stillMs` and no actor has
+ * anything open; at most `capMs`.
+ */
+async function deferredFor(stillMs: number, capMs: number): Promise<DeferredAnswer> {
+  const start = performance.now();
+  let last = briefOf(tally).changes;
+  let since = start;
+  for (;;) {
+    const now = briefOf(tally);
+    if (now.changes !== last) {
+      last = now.changes;
+      since = performance.now();
+    }
+    const sessions = sessionsBrief();
+    const waited = performance.now() - start;
+    const done = sessions.pendingAlarms === 0 && now.open === 0 && performance.now() - since >= stillMs;
+    if (done || waited >= capMs) {
+      const pending = [...bySession]
+        .flatMap(([key, s]): Array<[string, number]> => (s.alarmAt === null ? [] : [[key, s.alarmAt]]))
+        .slice(0, 20);
+      return { ...now, done, waitedMs: waited, sessions, pending };
+    }
+    await new Promise((r) => runtimeSetTimeout(r, STILL_TICK_MS * 4));
+  }
+}
+
+/** The tally as served: the sessions' brief brought up to date, and the sessions `keys` name. */
+function countsOf(keys: string[]): Tally & Partial<SessionTallies> {
+  tally.sessions = sessionsBrief();
+  if (keys.length === 0) return tally;
+  const sessions: Record<string, SessionTally> = {};
+  for (const key of keys) {
+    const s = bySession.get(key);
+    if (s) sessions[key] = s;
+  }
+  return { ...tally, bySession: sessions };
 }
 
 /** What the bench polls while it waits for a window to settle: a few numbers, cheap to serve. */
@@ -872,17 +1233,20 @@ export default {
     const url = new URL(request.url);
     const { pathname } = url;
     tally.isolate ||= crypto.randomUUID();
-    if (pathname === "/__bench/db-still") {
-      const number = (name: string, fallback: number) => {
-        const v = Number(url.searchParams.get(name));
-        return Number.isFinite(v) && v >= 0 ? Math.min(v, 600_000) : fallback;
-      };
+    const number = (name: string, fallback: number) => {
+      const v = Number(url.searchParams.get(name));
+      return Number.isFinite(v) && v >= 0 ? Math.min(v, 600_000) : fallback;
+    };
+    if (pathname === "/__bench/db-still")
       return Response.json(
         await stillFor(number("still", 2_000), number("cap", 30_000), url.searchParams.get("actors") !== "0"),
       );
-    }
+    if (pathname === "/__bench/db-deferred")
+      return Response.json(await deferredFor(number("still", 2_000), number("cap", 75_000)));
     if (pathname === "/__bench/db-counts")
-      return Response.json(url.searchParams.has("brief") ? briefOf(tally) : tally);
+      return Response.json(
+        url.searchParams.has("brief") ? briefOf(tally) : countsOf(url.searchParams.getAll("key")),
+      );
     if (pathname === "/__bench/d1-state") return Response.json(await d1State(env));
     tally.workerRequests.fetch++;
     return gateway.fetch(request, countedEnv(env, "worker"), ctx);

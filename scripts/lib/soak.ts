@@ -1,5 +1,5 @@
 /**
- * The fault-injection soak (`npm run soak`, and a short variant in test/e2e/soak.e2e.test.ts):
+ * The fault-injection soak (`npm run soak`, and a short variant in test/checks/soak.test.ts, `npm run checks`):
  * N signed inbound messages over M sessions while the gateway (`wrangler dev`, 127.0.0.1) is
  * SIGKILLed at random moments and restarted on the same persistence directory, the fake
  * connector fails or hangs a share of deliveries and the fake model answers 429, 500 or slowly
@@ -588,7 +588,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     }
 
     // A delivered reply's outcome reaches D1 with its session's next write, or a minute later
-    // (session/records.ts); a read of one session's deliveries has its actor write them first.
+    // (session/d1/records.ts); a read of one session's deliveries has its actor write them first.
     const sessionKeys = new Set([...runs.values()].map((r) => r.sessionKey));
     for (const s of spawns) sessionKeys.add(s.childSessionKey);
     for (const sessionKey of sessionKeys) {

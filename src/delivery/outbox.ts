@@ -1,7 +1,7 @@
 /**
  * A SessionActor's delivery outbox (SPEC §14), one row per delivery from the moment it is owed
  * until D1 shows how it ended. The row drives the attempts: due rows are POSTed in the
- * background (started by the actor's steps, at most MAX_IN_FLIGHT at once, never awaited by
+ * background (started by the actor's scheduler, at most MAX_IN_FLIGHT at once, never awaited by
  * it, so a connector that is down or slow never delays a run), failures are rescheduled with
  * capped exponential backoff and end `dead` after `delivery.maxAttempts`. Each attempt's
  * outcome is kept on the row (`state`, not recorded yet) until a D1 write of the actor carries
@@ -9,8 +9,8 @@
  * its own once OUTCOME_RECORD_DELAY_MS has passed (the owner's `OutcomeLedger`, whose due time
  * `nextDue` gives the actor's alarm). A settled delivery's row leaves once its outcome is
  * recorded. A run's reply is attempted as soon as it is added and waited for briefly, so its
- * run can answer its waiters with that attempt's outcome. Send policy (SPEC §9) is decided here,
- * when a delivery is made.
+ * run can answer its waiters with that attempt's outcome. Send policy (SPEC §9) is decided when a
+ * delivery is made (rows.ts).
  *
  *   row       next_at               done  state
  *   owed      when to attempt next  0     null, or the last outcome (retrying) not recorded yet
@@ -19,19 +19,18 @@
 import type { Config } from "../config/schema";
 import type { DeliveryContext } from "../db/json-columns";
 import type { SessionRow } from "../db/queries";
-import { chatTypeOfKey } from "../keys/session-key";
-import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import { DurableDocumentError } from "../runs/durable";
 import { within } from "../time/waits";
+import { pendingState, stateAfter } from "./attempt-state";
 import {
   ATTEMPT_TIMEOUT_MS,
   type AttemptState,
-  type DeliveryAttempt,
   type DeliveryKind,
   type DeliveryPayload,
   postDelivery,
   retryDelayMs,
 } from "./deliver";
+import { deliveryUnderPolicy } from "./rows";
 import { attemptStateCodec, deliveryPayloadCodec } from "./schemas";
 
 export type { AttemptState };
@@ -83,13 +82,6 @@ export class DeliveryOutbox {
    * does not wait for the connector at all.
    */
   private healthy = true;
-  /** Rows in the table, once counted: an empty outbox costs its alarm no query. */
-  private rows: number | undefined;
-  /**
-   * The next attempt due and the next outcome due to be recorded, once read; forgotten at every
-   * write of the table (this instance is its only writer), so a step reads them once.
-   */
-  private due: { attempt: number | null; record: number | null } | undefined;
 
   constructor(
     private readonly sql: SqlStorage,
@@ -99,7 +91,7 @@ export class DeliveryOutbox {
     private readonly onSettled: () => void,
   ) {}
 
-  /** The delivery to make, or undefined when send policy blocks it (the reply stays in the transcript). */
+  /** The delivery to make, or undefined when send policy blocks it (see `deliveryUnderPolicy`). */
   payload(
     deliveryId: string,
     out: { kind: DeliveryKind; text: string },
@@ -107,22 +99,7 @@ export class DeliveryOutbox {
     entry: SessionRow | undefined,
     sessionKey: string,
   ): DeliveryPayload | undefined {
-    const { chatType, thread } = chatTypeOfKey(sessionKey, !!route.threadId);
-    const verdict = evaluateSendPolicy(
-      {
-        key: sessionKey,
-        // The channel it goes out on: a direct chat's current one, a group's own (sessionChannel).
-        channel: entry
-          ? (sessionChannel({ ...entry, lastChannel: route.channel }) ?? route.channel)
-          : route.channel,
-        chatType,
-        thread,
-        override: entry?.sendPolicy,
-      },
-      this.config().session.sendPolicy,
-    );
-    if (verdict === "deny") return undefined;
-    return payloadOf({ deliveryId, kind: out.kind, sessionKey, text: out.text, ...route });
+    return deliveryUnderPolicy(this.config().session.sendPolicy, deliveryId, out, route, entry, sessionKey);
   }
 
   /** Adds the local retry row; adding the same delivery twice is a no-op. */
@@ -172,15 +149,7 @@ export class DeliveryOutbox {
         createdAt,
       )
       .toArray().length;
-    if (this.rows !== undefined) this.rows += added;
-    this.due = undefined;
     return added > 0;
-  }
-
-  /** Rows in the table, owed or settled (counted once, then kept as rows are added and removed). */
-  private owed(): number {
-    this.rows ??= this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM outbox`).one().n;
-    return this.rows;
   }
 
   /** Whether a delivery is owed here: its row waits for an attempt, or an attempt is in flight. */
@@ -203,13 +172,11 @@ export class DeliveryOutbox {
   }
 
   private dueTimes(): { attempt: number | null; record: number | null } {
-    if (this.owed() === 0) return { attempt: null, record: null };
-    this.due ??= this.sql
+    return this.sql
       .exec<{ attempt: number | null; record: number | null }>(
         `SELECT MIN(CASE WHEN done = 0 THEN next_at END) AS attempt, MIN(record_at) AS record FROM outbox`,
       )
       .one();
-    return this.due;
   }
 
   // --- the outcomes D1 does not show yet (the owner's OutcomeLedger) ---------------------------
@@ -230,7 +197,6 @@ export class DeliveryOutbox {
 
   /** D1 shows these outcomes: a settled delivery's row leaves, an owed one keeps attempting. */
   recorded(outcomes: readonly UnrecordedOutcome[]): void {
-    this.due = undefined;
     for (const o of outcomes) {
       const removed = this.sql
         .exec(
@@ -239,10 +205,7 @@ export class DeliveryOutbox {
           o.version,
         )
         .toArray().length;
-      if (removed) {
-        if (this.rows !== undefined) this.rows -= removed;
-        continue;
-      }
+      if (removed) continue;
       this.sql.exec(
         `UPDATE outbox SET state = NULL, record_at = NULL WHERE delivery_id = ? AND state_v = ?`,
         o.deliveryId,
@@ -253,7 +216,6 @@ export class DeliveryOutbox {
 
   /** D1 refused these outcomes: written again no sooner than `at`. */
   postpone(outcomes: readonly UnrecordedOutcome[], at: number): void {
-    this.due = undefined;
     for (const o of outcomes)
       this.sql.exec(
         `UPDATE outbox SET record_at = MAX(COALESCE(record_at, 0), ?) WHERE delivery_id = ? AND state IS NOT NULL`,
@@ -324,20 +286,13 @@ export class DeliveryOutbox {
   /** A delivery whose attempt is under way and has no outcome yet is recorded as pending, now. */
   private markPending(id: string): void {
     const now = Date.now();
-    const state: AttemptState = {
-      status: "pending",
-      attempts: 0,
-      updatedAt: now,
-      nextAttemptAt: now,
-      lastError: null,
-    };
+    const state = pendingState(now);
     this.sql.exec(
       `UPDATE outbox SET state = ?, state_v = state_v + 1, record_at = ? WHERE delivery_id = ? AND state IS NULL`,
       attemptStateCodec.encode(state),
       now,
       id,
     );
-    this.due = undefined;
   }
 
   /**
@@ -349,7 +304,6 @@ export class DeliveryOutbox {
     const id = row.delivery_id;
     if (!leased) {
       this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
-      this.due = undefined;
     }
     const attempt: InFlight = { abandoned: !waited, settled: Promise.resolve(undefined) };
     this.inFlight.set(id, attempt);
@@ -366,7 +320,7 @@ export class DeliveryOutbox {
           ),
         );
         this.healthy = result.ok;
-        const state = this.stateAfter(row.attempts + 1, result);
+        const state = stateAfter(row.attempts + 1, result, this.config().delivery, Date.now());
         this.settleRow(id, state);
         return state;
       } catch (error) {
@@ -385,7 +339,6 @@ export class DeliveryOutbox {
         // A newer deploy wrote the payload: the row is attempted again after the usual backoff.
         const retryAt = Date.now() + retryDelayMs(row.attempts + 1, this.config().delivery);
         this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, retryAt, id);
-        this.due = undefined;
         return undefined;
       } finally {
         this.inFlight.delete(id);
@@ -395,49 +348,11 @@ export class DeliveryOutbox {
     return attempt;
   }
 
-  private stateAfter(attempts: number, result: DeliveryAttempt): AttemptState {
-    const config = this.config();
-    const at = Date.now();
-    if (result.ok) {
-      return {
-        status: "delivered",
-        attempts,
-        deliveredAt: at,
-        updatedAt: at,
-        nextAttemptAt: null,
-        lastError: null,
-      };
-    }
-    const progress = result.partsSent ? { partsSent: result.partsSent } : {};
-    // A platform's refusal is final; otherwise attempts run out after delivery.maxAttempts.
-    if (result.permanent || attempts >= config.delivery.maxAttempts) {
-      return {
-        status: "dead",
-        attempts,
-        updatedAt: at,
-        nextAttemptAt: null,
-        lastError: result.error,
-        ...progress,
-      };
-    }
-    // A platform's own wait (a 429's retry-after) comes first; the backoff otherwise.
-    const nextAt = at + (result.retryAfterMs ?? retryDelayMs(attempts, config.delivery));
-    return {
-      status: "retrying",
-      attempts,
-      updatedAt: at,
-      nextAttemptAt: nextAt,
-      lastError: result.error,
-      ...progress,
-    };
-  }
-
   /**
    * The row after an attempt, its outcome kept to be recorded (see OUTCOME_RECORD_DELAY_MS; an
    * outcome not recorded yet keeps its due time): settled, or rescheduled with capped backoff.
    */
   private settleRow(id: string, state: AttemptState): void {
-    this.due = undefined;
     const json = attemptStateCodec.encode(state);
     const recordAt = Date.now() + (state.status === "delivered" ? OUTCOME_RECORD_DELAY_MS : 0);
     const owed = state.status === "retrying" && state.nextAttemptAt !== null;
@@ -459,58 +374,4 @@ interface InFlight {
   abandoned: boolean;
   /** The attempt's state once its row is updated; undefined when recording it failed. */
   settled: Promise<AttemptState | undefined>;
-}
-
-/**
- * A delivery payload from its fields (a route, or a stored `deliveries` row: the payload it was
- * made from, to attempt it again), with the optional thread and reply fields only when set.
- */
-export function payloadOf(f: {
-  deliveryId: string;
-  kind: string;
-  sessionKey: string;
-  channel: string;
-  accountId: string;
-  to: string;
-  text: string;
-  threadId?: string | null | undefined;
-  replyToMessageId?: string | null | undefined;
-  replyContext?: string | null | undefined;
-  partsSent?: number | null | undefined;
-}): DeliveryPayload {
-  const payload: DeliveryPayload = {
-    deliveryId: f.deliveryId,
-    kind: f.kind as DeliveryKind,
-    sessionKey: f.sessionKey,
-    channel: f.channel,
-    accountId: f.accountId,
-    to: f.to,
-    text: f.text,
-  };
-  if (f.threadId) payload.threadId = f.threadId;
-  if (f.replyToMessageId) payload.replyToMessageId = f.replyToMessageId;
-  if (f.replyContext) payload.replyContext = f.replyContext;
-  if (f.partsSent) payload.partsSent = f.partsSent;
-  return payload;
-}
-
-/** The D1 `deliveries` row of a delivery made at `now`. */
-export function deliveryRow(p: DeliveryPayload, now = Date.now()) {
-  return {
-    deliveryId: p.deliveryId,
-    kind: p.kind,
-    sessionKey: p.sessionKey,
-    runId: p.deliveryId.split(":")[0] ?? null,
-    channel: p.channel,
-    accountId: p.accountId,
-    to: p.to,
-    threadId: p.threadId ?? null,
-    replyToMessageId: p.replyToMessageId ?? null,
-    text: p.text,
-    status: "pending",
-    attempts: 0,
-    nextAttemptAt: now,
-    createdAt: now,
-    updatedAt: now,
-  };
 }

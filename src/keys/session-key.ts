@@ -18,7 +18,6 @@
  * always lowercase.
  */
 import {
-  DEFAULT_MAIN_KEY,
   isCaseSensitiveChannel,
   linkedPeerId,
   normalizeAccountId,

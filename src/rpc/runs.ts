@@ -7,7 +7,7 @@ import { z } from "zod";
 import { findSession, getSession, type SessionRow } from "../db/queries";
 import { listDeadRecords } from "../db/run-records";
 import { getDelivery, listDeliveries, listRuns, withDeliveryOutcomes } from "../db/runs";
-import { payloadOf } from "../delivery/outbox";
+import { payloadOf } from "../delivery/rows";
 import { ApiError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
 import { storedKeyForms } from "../keys/canonical-key";

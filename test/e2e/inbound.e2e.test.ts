@@ -13,7 +13,7 @@ import {
   directMessage,
   GATEWAY_TOKEN,
   type Gateway,
-  sleep,
+  settled,
   startGateway,
   waitFor,
 } from "./support/gateway.ts";
@@ -279,8 +279,8 @@ describe("a signed direct message", () => {
     const again = await gw.inbound("telegram", directMessage({ messageId, from: peer, text: "hello there" }));
     expect(again.status).toBe(202);
     expect(again.body).toEqual({ ...first.body, status: "duplicate" });
-    // Give a wrongly started second run time to show up (its echo reply takes well under this).
-    await sleep(2000);
+    // A wrongly started second run would be queued, running, or owe a delivery until it is done.
+    await settled(gw, expectedKey);
     expect(connector.attempts).toHaveLength(1);
     expect(connector.deliveriesFor({ replyToMessageId: messageId })).toHaveLength(1);
     expect(await gw.call("runs.get", { runId: first.body.runId })).toEqual(runBefore);

@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { FakeConnector } from "./support/fake-connector.ts";
 import type { FakeModel } from "./support/fake-model.ts";
-import { directMessage, GATEWAY_TOKEN, type Gateway, sleep, waitFor } from "./support/gateway.ts";
+import { directMessage, GATEWAY_TOKEN, type Gateway, settled, waitFor } from "./support/gateway.ts";
 import { startWorld, type World } from "./support/world.ts";
 
 const RETRY_ATTEMPTS = 3;
@@ -227,8 +227,8 @@ describe("provider failures", () => {
     // The chat hears that the run failed, never the provider's message.
     expect(String(notice.body?.text)).not.toContain(message);
     expect(String(notice.body?.text)).not.toContain("429");
-    // No late extra attempts: the count stays exact.
-    await sleep(500);
+    // No late extra attempts: the count stays exact once the session has settled.
+    await settled(gw, String(ack.body.sessionKey));
     expect(model.requests).toHaveLength(RETRY_ATTEMPTS);
     const run = await gw.call<{ status: string; error: string }>("runs.get", { runId: ack.body.runId });
     expect(run.status).toBe("error");

@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FakeConnector } from "./support/fake-connector.ts";
 import type { FakeModel } from "./support/fake-model.ts";
-import { directMessage, type Gateway, sleep, startGateway, waitFor } from "./support/gateway.ts";
+import { directMessage, type Gateway, settled, sleep, startGateway, waitFor } from "./support/gateway.ts";
 import { startWorld, type World } from "./support/world.ts";
 
 const MAX_ATTEMPTS = 5;
@@ -196,7 +196,7 @@ describe("a connector that is down", () => {
     expect(row.lastError).toBeUndefined();
     expect(row.deliveredAt).toBeGreaterThan(0);
     // Delivered exactly once: nothing arrives later.
-    await sleep(1500);
+    await settled(gw, key);
     expect(connector.deliveriesFor({ sessionKey: key })).toHaveLength(1);
     expect(connector.attemptsFor({ sessionKey: key })).toHaveLength(attempts.length);
   });
@@ -228,7 +228,7 @@ describe("a connector that is down", () => {
       connector.up();
     }
     // Dead is final: no further attempts even with the connector back.
-    await sleep(MAX_DELAY_MS + 500);
+    await settled(gw, key);
     expect(connector.attemptsFor({ sessionKey: key })).toHaveLength(MAX_ATTEMPTS);
     expect(connector.attemptsFor({ sessionKey: key }).every((a) => a.status === 503)).toBe(true);
     expect(connector.deliveriesFor({ sessionKey: key })).toHaveLength(0);
@@ -296,7 +296,7 @@ describe("a gateway killed mid-run", () => {
       to: peer,
       text: "answer after the restart",
     });
-    await sleep(1500);
+    await settled(gw, key);
     expect(connector.attemptsFor({ sessionKey: key })).toHaveLength(1);
     expect(model.requests).toHaveLength(2);
 

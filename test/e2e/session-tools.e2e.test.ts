@@ -19,6 +19,7 @@ import {
   CONNECTOR_SECRET,
   connectorConfig,
   type Gateway,
+  settled,
   sleep,
   startGateway,
   waitFor,
@@ -310,7 +311,7 @@ describe("sessions_send between two telegram groups", () => {
     expect(roundTexts(await history(groupKey(a)))).toEqual([B_REPLY]);
     expect(roundTexts(bHistory)).toEqual(["round reply 1"]);
     // Only the announce reaches B's chat from this flow (B's own "hello" reply aside).
-    await sleep(1000);
+    await settled(gw, [groupKey(a), groupKey(b)]);
     expect(connector.deliveriesFor({ to: b }).filter((d) => d.body?.kind !== "reply")).toHaveLength(1);
     expect(connector.deliveriesFor({ to: b, kind: "reply" })).toHaveLength(1);
   });
@@ -344,7 +345,7 @@ describe("sessions_spawn from a telegram group", () => {
     expect(stats).toContain(`sessionKey ${result.childSessionKey}`);
     expect(stats).toMatch(/sessionId [0-9a-f-]{36}/);
     expect(stats).toMatch(/transcript \S+/);
-    await sleep(1000);
+    await settled(gw, [result.childSessionKey, groupKey(a)]);
     expect(connector.deliveriesFor({ kind: "announce", to: a })).toHaveLength(1);
   });
 });
@@ -388,8 +389,8 @@ describe("a gateway killed mid-flow", () => {
     );
     expect(round1.map((r) => r.outcome)).toEqual(["client-closed", "answered"]);
 
-    // Bounded check that nothing is delivered twice.
-    await sleep(3000);
+    // Nothing is delivered twice: both sessions settle with one announce.
+    await settled(gw, [groupKey(a), groupKey(b)]);
     expect(connector.deliveriesFor({ kind: "announce", to: b })).toHaveLength(1);
     expect(connector.attemptsFor({ kind: "announce", to: b })).toHaveLength(1);
     // Each round ran to completion once in the transcripts.
@@ -416,7 +417,8 @@ describe("a gateway killed mid-flow", () => {
     const runId = await groupMessage(a, `spawn:${JSON.stringify({ task })}`);
     expect((await waitRun(runId)).status).toBe("ok");
     const tool = (await history(groupKey(a))).find((m) => m.toolName === "sessions_spawn");
-    expect(JSON.parse(firstText(tool as TranscriptMessage))).toMatchObject({ status: "accepted" });
+    const spawned = JSON.parse(firstText(tool as TranscriptMessage)) as { childSessionKey: string };
+    expect(spawned).toMatchObject({ status: "accepted" });
 
     const hung = await Promise.race([
       hang.started,
@@ -441,8 +443,8 @@ describe("a gateway killed mid-flow", () => {
     expect(announce.body).toMatchObject({ kind: "announce", to: a, sessionKey: groupKey(a) });
     expect(hung.outcome).toBe("client-closed");
 
-    // Bounded check that nothing is announced twice.
-    await sleep(3000);
+    // Nothing is announced twice: the requester settles with one announcement.
+    await settled(gw, [spawned.childSessionKey, groupKey(a)]);
     expect(connector.deliveriesFor({ kind: "announce", to: a })).toHaveLength(1);
     expect(connector.attemptsFor({ kind: "announce", to: a })).toHaveLength(1);
     // The killed task request was run again by the new gateway, and answered once.

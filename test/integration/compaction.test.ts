@@ -5,12 +5,11 @@
  * flush turn saves notes another session of the agent can read and never reaches the chat;
  * `/compact`, `sessions.compact` and a failing summarizer.
  */
-import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { COMPACTION_PROMPT, MEMORY_FLUSH_PROMPT } from "../../src/agent/compaction";
 import { getSession } from "../../src/db/queries";
-import type { SessionActor } from "../../src/session/actor";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   CONNECTORS,
@@ -23,7 +22,7 @@ import {
   scriptedWorld,
 } from "./model-support";
 import { withActorConfig } from "./rpc-support";
-import { actor, eventually, inbound, rpc, TOKEN, waitRun, wrapDatabases } from "./support";
+import { actor, changeActorEnv, eventually, inbound, rpc, TOKEN, waitRun } from "./support";
 
 let restore: (() => void) | undefined;
 afterEach(() => restore?.());
@@ -297,27 +296,24 @@ describe("a compaction interrupted by a failed write", () => {
     }
     // From now on every D1 batch of this actor after the first (the enqueue) fails.
     let failures = 0;
-    await runInDurableObject(actor(key), (instance: SessionActor) => {
-      let batches = 0;
-      const real = (instance as unknown as { env: Env }).env;
-      const crashing = (db: D1Database) =>
-        new Proxy(db, {
-          get(target, prop, receiver) {
-            if (prop === "batch") {
-              return async (stmts: D1PreparedStatement[]) => {
-                if (++batches > 1) {
-                  failures++;
-                  throw new Error("simulated crash: the process died here");
-                }
-                return target.batch(stmts);
-              };
-            }
-            const value = Reflect.get(target, prop, receiver);
-            return typeof value === "function" ? value.bind(target) : value;
-          },
-        });
-      (instance as unknown as { env: Env }).env = wrapDatabases(real, crashing);
-    });
+    let batches = 0;
+    const crashing = (db: D1Database) =>
+      new Proxy(db, {
+        get(target, prop, receiver) {
+          if (prop === "batch") {
+            return async (stmts: D1PreparedStatement[]) => {
+              if (++batches > 1) {
+                failures++;
+                throw new Error("simulated crash: the process died here");
+              }
+              return target.batch(stmts);
+            };
+          }
+          const value = Reflect.get(target, prop, receiver);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    await changeActorEnv(key, { config: smallWindowConfig(), databases: crashing });
     const res = await rpc<{ runId: string }>("sessions.compact", { key });
     await eventually(async () => failures > 0);
     expect(world.requests.filter(isSummarizer)).toHaveLength(1);

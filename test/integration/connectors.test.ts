@@ -5,16 +5,10 @@
  * topic, dedupe of the platform's retries, access rules (pairing, requireMention), long replies
  * split at the platform's limit, and the platform's failures classified.
  */
-import {
-  createExecutionContext,
-  runDurableObjectAlarm,
-  runInDurableObject,
-  waitOnExecutionContext,
-} from "cloudflare:test";
+import { createExecutionContext, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { app } from "../../src/http/app";
-import type { SessionActor } from "../../src/session/actor";
 import type { FakePlatform, fakeDiscord } from "../support/platform-fakes";
 import {
   discordCommand,
@@ -35,7 +29,17 @@ import {
   platformFakes,
   telegramBot,
 } from "../support/platform-world";
-import { actor, configText, drain, eventually, holdClock, nextAttempt, outboxOf, TOKEN } from "./support";
+import {
+  actor,
+  changeActorEnv,
+  configText,
+  drain,
+  eventually,
+  holdClock,
+  nextAttempt,
+  outboxOf,
+  TOKEN,
+} from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const VARS = PLATFORM_SECRETS;
@@ -87,11 +91,7 @@ afterEach(() => {
 
 /** The session's actor runs with this file's config and secrets (call before its first message). */
 async function prepare(...keys: string[]) {
-  for (const key of keys) {
-    await runInDurableObject(actor(key), (instance: SessionActor) => {
-      (instance as unknown as { env: Env }).env = ENV;
-    });
-  }
+  for (const key of keys) await changeActorEnv(key, { config: CONFIG, vars: VARS });
 }
 
 async function post(path: string, req: SignedRequest, extra: Record<string, string> = {}) {

@@ -11,17 +11,7 @@ import { SIGNATURE_HEADER } from "../../src/auth/signature";
 import type { SessionActor } from "../../src/session/actor";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { CONNECTORS, group, groupMessage, history, SCRIPTED_MODEL_CONFIG } from "./model-support";
-import {
-  actor,
-  configText,
-  type Delivered,
-  drain,
-  eventually,
-  inbound,
-  rpc,
-  waitRun,
-  wrapDatabases,
-} from "./support";
+import { actor, changeActorEnv, type Delivered, drain, eventually, inbound, rpc, waitRun } from "./support";
 
 const crashError = () => new Error("simulated crash: the process died here");
 
@@ -161,11 +151,12 @@ export const scripted = (extra: Record<string, unknown> = {}) => ({
 });
 
 /**
- * Rewires one actor instance (it lasts until the instance is evicted): `config` replaces its
- * config (otherwise the test config: echo model), its D1 bindings log every prepared statement
- * and batch into `w.events`, `breakAfter` makes D1 batches (and with `breakReads` every
- * statement) fail once that many batches succeeded (as in resume.test.ts), and `holdBatch(n)`
- * holds the n-th batch (0-based) until it returns false (or the instance crashes).
+ * Sets up one actor instance (the change lasts until the instance is gone, see changeActorEnv):
+ * `config` replaces its config (otherwise the test config: echo model), its D1 bindings log
+ * every prepared statement and batch into `w.events`, `breakAfter` makes D1 batches (and with
+ * `breakReads` every statement) fail once that many batches succeeded (as in resume.test.ts),
+ * and `holdBatch(n)` holds the n-th batch (0-based) until it returns false (or the instance
+ * crashes).
  */
 export async function setupActor(
   key: string,
@@ -177,51 +168,44 @@ export async function setupActor(
     holdBatch?: (n: number) => boolean;
   } = {},
 ) {
-  await runInDurableObject(actor(key), async (instance: SessionActor) => {
-    // The actor learns its key first (one batch: its run-id prefix and its stored entry), so
-    // what the test counts is the runs' own writes.
-    await instance.getEntry(key);
-    let batches = 0;
-    let calls = 0;
-    const broken = () => opts.breakAfter !== undefined && batches >= opts.breakAfter;
-    const configured =
-      opts.config === undefined ? env : ({ ...env, SWITCHBOARD_CONFIG: configText(opts.config) } as Env);
-    // Every database of storage.d1, so that what is counted or broken holds wherever the session lives.
-    const rewired = wrapDatabases(
-      configured,
-      (db) =>
-        new Proxy(db, {
-          get(target, prop, receiver) {
-            if (prop === "batch") {
-              return async (stmts: D1PreparedStatement[]) => {
-                if (broken()) throw crashError();
-                const n = calls++;
-                w.events.push(`batch ${stmts.length}`);
-                const born = w.epoch;
-                await until(
-                  () => !opts.holdBatch?.(n),
-                  null,
-                  () => w.epoch === born,
-                );
-                const result = await target.batch(stmts);
-                batches++;
-                return result;
-              };
-            }
-            if (prop === "prepare") {
-              return (sql: string) => {
-                if (opts.breakReads && broken()) throw crashError();
-                w.events.push(`sql ${sql}`);
-                return target.prepare(sql);
-              };
-            }
-            const value = Reflect.get(target, prop, receiver);
-            return typeof value === "function" ? value.bind(target) : value;
-          },
-        }),
-    );
-    (instance as unknown as { env: Env }).env = rewired;
-  });
+  // The actor learns its key first (one batch: its run-id prefix and its stored entry), so
+  // what the test counts is the runs' own writes.
+  await runInDurableObject(actor(key), (instance: SessionActor) => instance.getEntry(key));
+  let batches = 0;
+  let calls = 0;
+  const broken = () => opts.breakAfter !== undefined && batches >= opts.breakAfter;
+  // Every database of storage.d1, so that what is counted or broken holds wherever the session lives.
+  const logged = (db: D1Database) =>
+    new Proxy(db, {
+      get(target, prop, receiver) {
+        if (prop === "batch") {
+          return async (stmts: D1PreparedStatement[]) => {
+            if (broken()) throw crashError();
+            const n = calls++;
+            w.events.push(`batch ${stmts.length}`);
+            const born = w.epoch;
+            await until(
+              () => !opts.holdBatch?.(n),
+              null,
+              () => w.epoch === born,
+            );
+            const result = await target.batch(stmts);
+            batches++;
+            return result;
+          };
+        }
+        if (prop === "prepare") {
+          return (sql: string) => {
+            if (opts.breakReads && broken()) throw crashError();
+            w.events.push(`sql ${sql}`);
+            return target.prepare(sql);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  await changeActorEnv(key, { config: opts.config, databases: logged });
 }
 
 /** A fresh world for one test, with the actor of group `id` set up in it (see setupActor). */

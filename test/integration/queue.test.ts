@@ -1,9 +1,6 @@
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { SessionActor } from "../../src/session/actor";
-import { hangingModel, SLOW_MODEL_CONFIG } from "./rpc-support";
-import { actor, configText, dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
+import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
+import { actor, dm, eventually, fakeConnector, inbound, rpc, waitRun } from "./support";
 
 interface Run {
   runId: string;
@@ -12,13 +9,6 @@ interface Run {
   startedAt: number;
   endedAt: number;
   reply: string;
-}
-
-/** Gives one actor instance another config (DOs always read the global test env otherwise). */
-async function withActorConfig(sessionKey: string, config: unknown) {
-  await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
-    (instance as unknown as { env: Env }).env = { ...env, SWITCHBOARD_CONFIG: configText(config) };
-  });
 }
 
 describe("run queue", () => {

@@ -1,8 +1,16 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { SessionActor } from "../../src/session/actor";
-import { actor, dm, drain, eventually, fakeConnector, inbound, rpc, waitRun, wrapDatabases } from "./support";
+import {
+  actor,
+  changeActorEnv,
+  dm,
+  drain,
+  eventually,
+  fakeConnector,
+  inbound,
+  rpc,
+  waitRun,
+} from "./support";
 
 /**
  * Simulates the process dying mid-run: the actor's D1 bindings fail from the Nth batch on,
@@ -10,23 +18,21 @@ import { actor, dm, drain, eventually, fakeConnector, inbound, rpc, waitRun, wra
  * discards it, and the next alarm resumes from the checkpoint with healthy bindings.
  */
 async function breakD1After(sessionKey: string, okBatches: number) {
-  await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
-    let batches = 0;
-    const broken = (db: D1Database) =>
-      new Proxy(db, {
-        get(target, prop, receiver) {
-          if (prop === "batch") {
-            return async (stmts: D1PreparedStatement[]) => {
-              if (++batches > okBatches) throw new Error("simulated crash: the process died here");
-              return target.batch(stmts);
-            };
-          }
-          const value = Reflect.get(target, prop, receiver);
-          return typeof value === "function" ? value.bind(target) : value;
-        },
-      });
-    (instance as unknown as { env: Env }).env = wrapDatabases(env, broken);
-  });
+  let batches = 0;
+  const broken = (db: D1Database) =>
+    new Proxy(db, {
+      get(target, prop, receiver) {
+        if (prop === "batch") {
+          return async (stmts: D1PreparedStatement[]) => {
+            if (++batches > okBatches) throw new Error("simulated crash: the process died here");
+            return target.batch(stmts);
+          };
+        }
+        const value = Reflect.get(target, prop, receiver);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+  await changeActorEnv(sessionKey, { databases: broken });
 }
 
 type Msg = { id: string; role: string; content: Array<{ type: string; text?: string; name?: string }> };

@@ -1,5 +1,5 @@
 /** Helpers for the operator RPC and transcript tests: raw calls, other configs, seeded D1 rows, a slow model. */
-import { createExecutionContext, runInDurableObject } from "cloudflare:test";
+import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { appendMessages } from "../../src/db/messages";
@@ -14,10 +14,9 @@ import {
 } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
-import type { SessionActor } from "../../src/session/actor";
 import { newSessionRow } from "../../src/session/entry/rules";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import { actor, configText, TOKEN } from "./support";
+import { changeActorEnv, configText, TOKEN } from "./support";
 
 export interface RpcAnswer<T> {
   status: number;
@@ -157,11 +156,9 @@ export async function seedDeliveries(rows: Array<typeof schema.deliveries.$infer
     await database(databaseOfKey(env, row.sessionKey)).insert(schema.deliveries).values(row).run();
 }
 
-/** Gives one actor instance another config (DOs always read the global test env otherwise). */
+/** Gives one actor instance another config (DOs read the project's test config otherwise). */
 export async function withActorConfig(sessionKey: string, config: unknown): Promise<void> {
-  await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
-    (instance as unknown as { env: Env }).env = { ...env, SWITCHBOARD_CONFIG: configText(config) };
-  });
+  await changeActorEnv(sessionKey, { config });
 }
 
 /**

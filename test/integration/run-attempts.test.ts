@@ -6,9 +6,7 @@
  * the model sees a one-line summary of the exception.
  */
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it, vi } from "vitest";
-import type { SessionActor } from "../../src/session/actor";
 import { RUN_FAILED_NOTICE } from "../../src/session/chat/posts";
 import { MAX_RUN_ATTEMPTS, MAX_RUN_STARTS, RUN_RETRY_DELAYS_MS } from "../../src/session/run/queue";
 import { currentTimeTool } from "../../src/tools/current-time";
@@ -21,7 +19,7 @@ import {
   scriptedWorld,
 } from "./model-support";
 import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
-import { actor, eventually, inbound, rpc, waitRun, wrapDatabases } from "./support";
+import { actor, changeActorEnv, eventually, inbound, rpc, waitRun } from "./support";
 
 afterEach(() => {
   vi.restoreAllMocks();
@@ -224,38 +222,36 @@ describe("a run whose D1 writes always fail", () => {
     expect((await waitRun(warm)).status).toBe("ok");
     // Every batch holding a statement with the doomed run's reply fails.
     const poison = "echo: doomed";
-    await runInDurableObject(actor(key), (instance: SessionActor) => {
-      const poisoned = new WeakSet<object>();
-      const tagged = (stmt: D1PreparedStatement): D1PreparedStatement =>
-        new Proxy(stmt, {
-          get(target, prop) {
-            if (prop === "bind") {
-              return (...args: unknown[]) => {
-                const bound = target.bind(...args);
-                if (args.some((v) => typeof v === "string" && v.includes(poison))) poisoned.add(bound);
-                return bound;
-              };
-            }
-            const value = Reflect.get(target, prop);
-            return typeof value === "function" ? value.bind(target) : value;
-          },
-        });
-      const failing = (db: D1Database) =>
-        new Proxy(db, {
-          get(target, prop) {
-            if (prop === "prepare") return (sql: string) => tagged(target.prepare(sql));
-            if (prop === "batch") {
-              return async (stmts: D1PreparedStatement[]) => {
-                if (stmts.some((s) => poisoned.has(s))) throw new Error("D1_ERROR: disk I/O error");
-                return target.batch(stmts);
-              };
-            }
-            const value = Reflect.get(target, prop);
-            return typeof value === "function" ? value.bind(target) : value;
-          },
-        });
-      (instance as unknown as { env: Env }).env = wrapDatabases(env, failing);
-    });
+    const poisoned = new WeakSet<object>();
+    const tagged = (stmt: D1PreparedStatement): D1PreparedStatement =>
+      new Proxy(stmt, {
+        get(target, prop) {
+          if (prop === "bind") {
+            return (...args: unknown[]) => {
+              const bound = target.bind(...args);
+              if (args.some((v) => typeof v === "string" && v.includes(poison))) poisoned.add(bound);
+              return bound;
+            };
+          }
+          const value = Reflect.get(target, prop);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    const failing = (db: D1Database) =>
+      new Proxy(db, {
+        get(target, prop) {
+          if (prop === "prepare") return (sql: string) => tagged(target.prepare(sql));
+          if (prop === "batch") {
+            return async (stmts: D1PreparedStatement[]) => {
+              if (stmts.some((s) => poisoned.has(s))) throw new Error("D1_ERROR: disk I/O error");
+              return target.batch(stmts);
+            };
+          }
+          const value = Reflect.get(target, prop);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      });
+    await changeActorEnv(key, { databases: failing });
     const delivered = scriptedWorld(() => ({ text: "unused" })).delivered;
     const stuck = (await rpc<{ runId: string }>("agent", { sessionKey: key, message: "doomed" })).payload
       .runId;

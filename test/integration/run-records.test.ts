@@ -30,7 +30,17 @@ import {
   world,
 } from "./lifecycle-world";
 import { group, history } from "./model-support";
-import { actor, backlogOf, drain, eventually, holdClock, rpc, selectEach, waitRun } from "./support";
+import {
+  actor,
+  advanceToAlarm,
+  backlogOf,
+  drain,
+  eventually,
+  holdClock,
+  rpc,
+  selectEach,
+  waitRun,
+} from "./support";
 
 afterEach(() => {
   vi.useRealTimers();
@@ -241,6 +251,9 @@ describe("an alarm with a delivery due", () => {
     const warm = await send(id, "warm up");
     await waitRun(warm.runId);
     await setupActor(key, w, { config: scripted({}) });
+    // The clock is held an hour ahead: the retry below waits for the alarm this test runs, not
+    // for 50 ms of a loaded machine to pass.
+    holdClock();
 
     // A reply whose first attempt fails: its retry is due 50 ms later.
     w.connectorStatus = 503;
@@ -251,6 +264,7 @@ describe("an alarm with a delivery due", () => {
     // The retry's POST hangs; the next message's run does not wait for it.
     w.connectorStatus = 200;
     w.holdConnector = true;
+    void advanceToAlarm(key);
     await eventually(async () => postsOf(w, first.runId) === 2);
     const a = await send(id, "part one");
     expect((await waitRun(a.runId)).status).toBe("ok");

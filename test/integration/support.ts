@@ -8,6 +8,7 @@ import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { allDatabases, bindingOf, databaseNames, databaseOfKey } from "../../src/db/placement";
+import { setActorEnv } from "./actor-env";
 
 export const SECRET = "test-connector-secret";
 export const TOKEN = "test-token";
@@ -129,6 +130,29 @@ export function fakeConnector(respond: (n: number) => number = () => 200) {
 
 export function actor(sessionKey: string) {
   return env.SESSION_ACTOR.getByName(sessionKey);
+}
+
+/**
+ * Gives the session's actor instance (made now if there is none) another env from its next read
+ * on, through the test entry (entry.ts, actor-env.ts): `config` as its SWITCHBOARD_CONFIG (with
+ * the project's storage, see configText), `vars` set (undefined removes one), and each D1
+ * database of storage.d1 as `databases` wraps it. It replaces an earlier change, and lasts as
+ * long as the instance: the next one (after abortAllDurableObjects) has the runtime's env again.
+ */
+export async function changeActorEnv(
+  sessionKey: string,
+  change: {
+    config?: unknown;
+    vars?: Record<string, unknown>;
+    databases?: (db: D1Database, name: string) => D1Database;
+  },
+): Promise<void> {
+  await runInDurableObject(actor(sessionKey), (instance) => {
+    setActorEnv(instance, {
+      ...change,
+      config: change.config === undefined ? undefined : configText(change.config),
+    });
+  });
 }
 
 /**

@@ -3,12 +3,9 @@
  * answers what the real `env.AI.run` answers for text-generation models: `{ response, usage }`
  * for text, `{ response: null, tool_calls: [{ name, arguments }], usage }` for a tool call.
  */
-import { runInDurableObject } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import type { SessionActor } from "../../src/session/actor";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import { actor, configText, rpc, waitRun } from "./support";
+import { changeActorEnv, rpc, waitRun } from "./support";
 
 const MODEL = "@cf/meta/llama-3.1-8b-instruct";
 const CONFIG = { agents: { defaults: { model: `workers-ai/${MODEL}` } } };
@@ -37,12 +34,7 @@ function aiBinding(script: unknown[]) {
 
 /** Gives one actor instance a config and an AI binding (or none). */
 async function withActor(sessionKey: string, ai: unknown) {
-  await runInDurableObject(actor(sessionKey), (instance: SessionActor) => {
-    const rewired: Record<string, unknown> = { ...env, SWITCHBOARD_CONFIG: configText(CONFIG) };
-    if (ai === undefined) delete rewired.AI;
-    else rewired.AI = ai;
-    (instance as unknown as { env: unknown }).env = rewired;
-  });
+  await changeActorEnv(sessionKey, { config: CONFIG, vars: { AI: ai } });
 }
 
 async function runOnce(sessionKey: string, message: string) {

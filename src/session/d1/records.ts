@@ -14,7 +14,7 @@
  * (delivery/outbox.ts) and every write of this actor carries the outcomes not yet recorded, so
  * a conversation's replies are recorded with its next run's finalize. An outcome no write has
  * carried within OUTCOME_RECORD_DELAY_MS (at once for a failed attempt) is written alone by the
- * actor's alarm (`writeDue`, a due item of the one scheduler in actor-steps.ts), and a read of
+ * actor's alarm (`writeDue`, a due item of the actor's one scheduler, session/scheduler.ts), and a read of
  * the session's deliveries has them written first (`writeOutcomes`).
  *
  * Journal rows left by earlier versions (d1_pending: accepts, starts and finalizes written
@@ -35,7 +35,8 @@ import { bindSessionKey, insertDeadRecordStatement, runRecordsStatement } from "
 import { recordDeliveriesStatement, recordDeliveryStatement } from "../../db/runs";
 import type { runs } from "../../db/schema";
 import type { DeliveryPayload } from "../../delivery/deliver";
-import { deliveryRow, type UnrecordedOutcome } from "../../delivery/outbox";
+import type { UnrecordedOutcome } from "../../delivery/outbox";
+import { deliveryRow } from "../../delivery/rows";
 import { runIdPrefixOfKey } from "../../keys/run-id";
 import type { TranscriptMessage } from "../../transcript/message";
 import type { RecordsJournal } from "./legacy-journal";

@@ -44,9 +44,9 @@
  * backoff, at most MAX_RUN_ATTEMPTS times, and a run whose process keeps ending before its next
  * step ends after MAX_RUN_STARTS; either way it ends `error` through the same finalize
  * (`giveUp`), so no run wedges the queue. Aborts and timeouts end the turn (`ended`) like any
- * outcome. A stored document this version cannot read (durable-state.ts) fails the attempt.
+ * outcome. A stored document this version cannot read (runs/durable.ts) fails the attempt.
  * The actor starts the head at once when a run is admitted to an idle actor or the run before
- * it is done, and its alarm is the backstop (actor-steps.ts).
+ * it is done, and its alarm is the backstop (session/scheduler.ts).
  */
 import { emptyCheckpoint } from "../../agent/loop";
 import type { Config } from "../../config/schema";

@@ -186,6 +186,36 @@ export async function waitFor<T>(
   throw new Error(`${what} not met within ${timeoutMs}ms`);
 }
 
+/**
+ * Waits until nothing more will happen to session `key` unless something new arrives: its actor
+ * has no run queued or running (its `session_status`), and each delivery it owes has an outcome
+ * (`deliveries.list` of the session, which has the actor record what it holds first): delivered,
+ * or dead after its last attempt. A test that shows a duplicate never comes checks its counts
+ * after this, not after a sleep: a second run would be queued or running, a second attempt owed.
+ * Several keys are waited for together.
+ */
+export async function settled(gw: Gateway, keys: string | string[], timeoutMs = 30_000): Promise<void> {
+  for (const key of typeof keys === "string" ? [keys] : keys) {
+    await waitFor(
+      async () => {
+        const res = await gw.fetch("/tools/invoke", {
+          method: "POST",
+          headers: { authorization: `Bearer ${GATEWAY_TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify({ tool: "session_status", sessionKey: key, args: {} }),
+        });
+        const status = (await res.json()) as { result?: { queueDepth?: number; runStatus?: string } };
+        if (status.result?.queueDepth !== 0 || status.result.runStatus === "running") return false;
+        const page = await gw.call<{ deliveries: Array<{ status: string }> }>("deliveries.list", {
+          sessionKey: key,
+        });
+        return page.deliveries.every((d) => d.status === "delivered" || d.status === "dead");
+      },
+      timeoutMs,
+      { intervalMs: 100, what: `session ${key} settled (nothing queued or running, no delivery owed)` },
+    );
+  }
+}
+
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }

@@ -11,7 +11,7 @@ import { databaseOfKey, homeDatabase } from "../../src/db/placement";
 import { database, getSession, LISTED_COLUMNS, listSessions, listSessionsBatch } from "../../src/db/queries";
 import { MAX_BOUND_PARAMS, MAX_UNION_TERMS } from "../../src/db/reads";
 import * as schema from "../../src/db/schema";
-import { seedSessions, sessionRow, transcriptMessages } from "../integration/rpc-support";
+import { seedSessions, sessionRow, transcriptMessages } from "./rpc-support";
 
 const prefix = `reads-${crypto.randomUUID().slice(0, 8)}`;
 const s = schema.sessions;

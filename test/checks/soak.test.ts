@@ -8,7 +8,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { runSoak } from "../../scripts/lib/soak.ts";
-import { TEST_D1 } from "./support/gateway.ts";
+import { TEST_D1 } from "../e2e/support/gateway.ts";
 
 const MESSAGES = 150;
 const SESSIONS = 10;

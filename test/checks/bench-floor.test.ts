@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { floorRequestVar, requestTemplate, startModel, workloadVars } from "../../bench/workload.ts";
 import { executeLocalD1, type LocalServer, startLocalServer } from "../../scripts/lib/local-server.ts";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature.ts";
-import { startFakeConnector } from "./support/fake-connector.ts";
+import { startFakeConnector } from "../e2e/support/fake-connector.ts";
 
 const root = path.resolve(import.meta.dirname, "../..");
 let floor: LocalServer;

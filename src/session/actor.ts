@@ -17,7 +17,7 @@
  *                       system prompt (pure)
  * - `entry/`            the entry's pure rules (`rules.ts`, `freshness.ts`, `reset-trigger.ts`) and
  *                       the operator's edits of it (`changes.ts`)
- * (`client.ts` reaches actors from outside.)
+ * (`hosts.ts` builds the hosts from the actor's parts; `client.ts` reaches actors from outside.)
  */
 import { DurableObject } from "cloudflare:workers";
 import { loadConfig } from "../config/load";
@@ -26,24 +26,19 @@ import type { SessionRow } from "../db/queries";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type { ActorError, EnqueueRequest, EnqueueResult, QueueDepth, WaitResult } from "../runs/types";
-import { type CommandHost, commandOf, runCommand } from "./chat/commands";
-import { type PostHost, requeueDelivery } from "./chat/posts";
+import { commandOf, runCommand } from "./chat/commands";
+import { requeueDelivery } from "./chat/posts";
 import { ContextStore, withContextCopy } from "./context/copy";
 import { RecordsJournal } from "./d1/legacy-journal";
 import { type ActorRecords, d1Records, type RunRecord } from "./d1/records";
-import { type EntryHost, type EntryPatch, patchEntry, resetSession } from "./entry/changes";
-import { type Announcement, continueFlows, type FlowHost, recordAnnouncement } from "./flows/handoff";
-import { type AdmissionHost, admit } from "./run/admission";
-import {
-  type AttemptEnd,
-  attemptHead,
-  dropQueued,
-  type LifecycleHost,
-  queuedRunRecord,
-} from "./run/lifecycle";
+import { type EntryPatch, patchEntry, resetSession } from "./entry/changes";
+import { type Announcement, recordAnnouncement } from "./flows/handoff";
+import { type ActorHosts, actorHosts } from "./hosts";
+import { admit } from "./run/admission";
+import { type AttemptEnd, attemptHead, dropQueued } from "./run/lifecycle";
 import { abortCurrent, type LiveRun } from "./run/live";
 import { progressOf, RunQueue } from "./run/queue";
-import { noticeToolActivity, runTurn, type TurnHost } from "./run/turn";
+import { queuedRunRecord } from "./run/run-row";
 import { RunWaiters, waitResultOf } from "./run/waiters";
 import { ActorScheduler } from "./scheduler";
 import { ActorStore } from "./storage/store";
@@ -57,15 +52,8 @@ export class SessionActor extends DurableObject<Env> {
   private readonly waiters = new RunWaiters();
   private readonly live: LiveRun = { waitingOn: new Map() };
   private readonly scheduler: ActorScheduler;
-  /** The modules' hosts (each the few capabilities its module declares). */
-  private readonly hosts: {
-    admission: AdmissionHost;
-    lifecycle: LifecycleHost;
-    commands: CommandHost;
-    flows: FlowHost;
-    entry: EntryHost;
-    posts: PostHost;
-  };
+  /** The modules' hosts (each the few capabilities its module declares; hosts.ts). */
+  private readonly hosts: ActorHosts;
   /** This instance's first contact (see `wake`), shared by every call until it is done. */
   private waking: Promise<void> | undefined;
   private awake = false;
@@ -98,93 +86,20 @@ export class SessionActor extends DurableObject<Env> {
       ),
       this.context,
     );
-    const actor = this;
-    const { store, queue, outbox, records, context, waiters, live } = this;
-    // `env` and `config` are read on every access: they are the runtime's, per request.
-    const admission: AdmissionHost = {
-      get config() {
-        return actor.config;
-      },
-      store,
-      queue,
-      records,
-      live,
+    this.hosts = actorHosts({
+      env: () => this.env,
+      config: () => this.config,
+      store: this.store,
+      queue: this.queue,
+      outbox: this.outbox,
+      records: this.records,
+      context: this.context,
+      waiters: this.waiters,
+      live: this.live,
       schedule,
-    };
-    const admitHere = (req: EnqueueRequest) => admit(admission, req);
-    const posts: PostHost = { outbox, schedule };
-    const turn: TurnHost = {
-      get env() {
-        return actor.env;
-      },
-      get config() {
-        return actor.config;
-      },
-      live,
-      store,
-      context,
-      records,
-      outbox,
-      schedule,
-    };
-    const flows: FlowHost = {
-      get env() {
-        return actor.env;
-      },
-      get config() {
-        return actor.config;
-      },
-      store,
-      records,
-      outbox,
-      schedule,
-      admit: admitHere,
-    };
-    this.hosts = {
-      admission,
-      posts,
-      flows,
-      lifecycle: {
-        get config() {
-          return actor.config;
-        },
-        queue,
-        store,
-        records,
-        outbox,
-        waiters,
-        schedule,
-        turn: (spec, runId, progress, steps) => runTurn(turn, spec, runId, progress, steps),
-        noticeTools: (spec, runId, produced, appended) =>
-          noticeToolActivity(turn, spec, runId, produced, appended),
-        continueFlows: (runId, spec, progress, outcome) =>
-          continueFlows(flows, runId, spec, progress, outcome),
-      },
-      commands: {
-        get env() {
-          return actor.env;
-        },
-        get config() {
-          return actor.config;
-        },
-        store,
-        queue,
-        live,
-        records,
-        context,
-        outbox,
-        schedule,
-        admit: admitHere,
-        stop: async () => (await this.stopRuns()).aborted,
-      },
-      entry: {
-        get config() {
-          return actor.config;
-        },
-        store,
-        records,
-      },
-    };
+      stop: async () => (await this.stopRuns()).aborted,
+    });
+    const { store, queue, outbox, records, live } = this;
     this.scheduler = new ActorScheduler({
       storage: ctx.storage,
       waitUntil: (promise) => ctx.waitUntil(promise),

@@ -50,7 +50,6 @@
  */
 import { emptyCheckpoint } from "../../agent/loop";
 import type { Config } from "../../config/schema";
-import type { SessionRow } from "../../db/queries";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../../runs/types";
 import type { TranscriptMessage } from "../../transcript/message";
@@ -61,7 +60,6 @@ import { inputMessages } from "./admission";
 import {
   MAX_RUN_ATTEMPTS,
   MAX_RUN_STARTS,
-  progressOf,
   type QueuedRun,
   type QueueRow,
   RUN_RETRY_DELAYS_MS,
@@ -69,6 +67,7 @@ import {
   type RunQueue,
   specOf,
 } from "./queue";
+import { accountRun, runRecordOf } from "./run-row";
 import type { TurnSteps } from "./turn";
 import type { RunWaiters } from "./waiters";
 
@@ -212,51 +211,6 @@ async function recordStart(
     behind: a.config.session.writeBehind,
   });
   a.store.markHistory(spec.sessionId);
-}
-
-/** A waiting or running run's row as far as it went (D1 gets it with the run's finalize). */
-export function queuedRunRecord(row: QueueRow): RunRecord {
-  const spec = specOf(row);
-  const progress = progressOf(row);
-  const run = runRecordOf(row.run_id, spec, row.enqueued_at);
-  return progress ? { ...run, status: "running", startedAt: progress.startedAt } : run;
-}
-
-/** The run's row as its accept wrote it (`createdAt`: when it was queued). */
-function runRecordOf(runId: string, spec: QueuedRun, createdAt: number) {
-  const { req } = spec;
-  return {
-    runId,
-    sessionKey: req.sessionKey,
-    sessionId: spec.sessionId,
-    trigger: req.trigger,
-    status: "queued",
-    createdAt,
-    deliver: req.deliver,
-    idempotencyKey: req.idempotencyKey ?? null,
-  };
-}
-
-/**
- * The run's usage on the entry, in the same synchronous step that records the outcome, so a
- * finalization repeated after a restart never counts tokens twice.
- */
-function accountRun(
-  entry: SessionRow,
-  progress: RunProgress,
-  outcome: RunOutcome,
-  morePending: boolean,
-): SessionRow {
-  return {
-    ...entry,
-    inputTokens: entry.inputTokens + progress.loop.inputTokens,
-    outputTokens: entry.outputTokens + progress.loop.outputTokens,
-    // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
-    totalTokens: progress.loop.lastCallTokens || entry.totalTokens,
-    abortedLastRun: outcome.status === "aborted" || outcome.status === "timeout",
-    systemSent: true,
-    runStatus: morePending ? "queued" : "idle",
-  };
 }
 
 /**

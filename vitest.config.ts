@@ -28,8 +28,6 @@ export const TEST_D1 = ["DB", "DB_1", "DB_2", "DB_3"];
 const ACROSS_DATABASES = [
   "test/integration/actor-statements.test.ts",
   "test/integration/placement-gate.test.ts",
-  "test/integration/placement.test.ts",
-  "test/integration/reads.test.ts",
   "test/integration/rebalance.test.ts",
   "test/integration/reset-sweep.test.ts",
   "test/integration/retention.test.ts",
@@ -90,19 +88,19 @@ export function quickWorkersProject(
 }
 
 /**
- * The end-to-end files where the number of D1 databases matters: listings and paging, the CLI's
- * storage commands, resolution across sessions, what a reply makes readable where. The project
+ * The end-to-end files where the number of D1 databases matters: listings and paging, the reset
+ * sweep and jobs, resolution across sessions, what a reply makes readable where (the CLI's
+ * storage commands are cli-storage.e2e, which starts no gateway). The project
  * e2e-d1x4 runs them again against a gateway spreading sessions over four (SWITCHBOARD_TEST_D1).
  */
 const E2E_ACROSS_DATABASES = [
-  "test/e2e/cli.e2e.test.ts",
   "test/e2e/lifecycle.e2e.test.ts",
   "test/e2e/listings.e2e.test.ts",
   "test/e2e/read-your-replies.e2e.test.ts",
   "test/e2e/session-tools.e2e.test.ts",
 ];
 
-/** An end-to-end project: Node tests driving `wrangler dev`, one file at a time. */
+/** An end-to-end project: Node tests, each file driving a `wrangler dev` of its own. */
 function e2eProject(name: string, include: string[], extra: { env?: Record<string, string> } = {}) {
   return {
     test: {
@@ -112,7 +110,6 @@ function e2eProject(name: string, include: string[], extra: { env?: Record<strin
       ...(extra.env ? { env: extra.env } : {}),
       testTimeout: 120_000,
       hookTimeout: 180_000,
-      fileParallelism: false,
     },
   };
 }
@@ -123,11 +120,14 @@ function e2eProject(name: string, include: string[], extra: { env?: Record<strin
 // drives a real `wrangler dev`, again with four databases for its files where that matters;
 // test/browser drives the dashboard of one in Chromium. The soak, the bench floors and the CPU
 // clock are vitest.checks.config.ts (`npm run checks`); `npm run test:quick` is the loop after
-// each change (vitest.quick.config.ts).
+// each change (vitest.quick.config.ts). Two files run at once, of any project: on 2 cores that
+// keeps both busy (vitest's default is one fewer worker than cores), and an end-to-end file
+// waiting on its gateway's timers leaves the other core to a workerd file.
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
     test: {
+      maxWorkers: 2,
       projects: [
         {
           test: { name: "unit", environment: "node", include: ["test/unit/**/*.test.ts"] },
@@ -147,7 +147,6 @@ export default defineConfig(async () => {
             include: ["test/browser/**/*.test.ts"],
             testTimeout: 120_000,
             hookTimeout: 240_000,
-            fileParallelism: false,
           },
         },
       ],

@@ -8,7 +8,15 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { once } from "node:events";
-import { accessSync, constants, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import {
+  accessSync,
+  constants,
+  existsSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -170,12 +178,22 @@ export async function applyLocalMigrations(
   persistTo: string | undefined,
   opts: { wranglerConfig?: string; d1?: readonly string[] } = {},
 ): Promise<string> {
+  // One database after the other: wrangler processes sharing a persistence directory meet
+  // SQLITE_BUSY. A database of `persistTo` marked as migrated with today's migration files (a
+  // restart on the same state) is not asked again: a wrangler process is seconds of CPU.
+  const files = readdirSync(path.join(root, "migrations"))
+    .filter((f) => f.endsWith(".sql"))
+    .sort()
+    .join("\n");
   let out = "";
   for (const binding of opts.d1 ?? ["DB"]) {
+    const done = persistTo ? path.join(persistTo, `.migrated-${binding}`) : undefined;
+    if (done && existsSync(done) && readFileSync(done, "utf8") === files) continue;
     const args = ["d1", "migrations", "apply", localDatabaseName(binding), "--local"];
     if (persistTo) args.push("--persist-to", persistTo);
     if (opts.wranglerConfig) args.push("--config", opts.wranglerConfig);
     const { stdout } = await promisify(execFile)(wranglerBin, args, { cwd: root, env: childEnv });
+    if (done) writeFileSync(done, files);
     out += stdout;
   }
   return out;

@@ -45,8 +45,9 @@ beforeAll(async () => {
   gw = await startGateway({
     config: {
       session: { dmScope: "per-channel-peer" },
-      // The default delivery settings (8 attempts, backoff from 1 s): a platform down for a
-      // minute must be survived with them.
+      // The default 8 attempts with a shorter backoff (that the default backoff outlasts a
+      // minute's outage is test/unit/delivery-backoff); a platform's retry-after is its own.
+      delivery: { baseDelayMs: 250 },
       connectors: { ...platformConnectors(base), tgpair: telegramBot(base("telegram")) },
     },
     vars: VARS,
@@ -172,8 +173,7 @@ describe("Telegram", () => {
 });
 
 describe("a platform API answering 429 and then 500 until it recovers", () => {
-  // With the default delivery settings a minute's outage is outlasted (test/unit/delivery-backoff):
-  // here the platform is down for four attempts (its 429's 5 s waited out, then backoff), then back.
+  // The platform is down for four attempts (its 429's 5 s waited out, then backoff), then back.
   it("loses nothing and doubles nothing: the reply is delivered once when it recovers", async () => {
     const key = "agent:main:telegram:dm:60060";
     const before = telegram.posted().length;

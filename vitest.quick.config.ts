@@ -29,6 +29,8 @@ export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
     test: {
+      // Two files at once, as in vitest.config.ts.
+      maxWorkers: 2,
       projects: [
         { test: { name: "unit", environment: "node", include: ["test/unit/**/*.test.ts"] } },
         quickWorkersProject("workers", QUICK, migrations),

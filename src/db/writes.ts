@@ -3,11 +3,10 @@
  * rebalance copies: plain SQL through D1, built from the schema's columns (columns.ts), with
  * no drizzle query builder on the way (docs/decisions.md, "CPU per message and per read").
  * A call stores what drizzle's insert/upsert/update of the same values
- * stores, in the same SQL text with the same params (test/unit/writes.test.ts compares them):
- * an undefined value inserts the column's default and leaves the column alone in an update.
- * The text depends only on which values are present, so it is built once per (table, present
- * columns, conflict clause), and its D1 statement prepared once per binding: a call only
- * encodes and binds values.
+ * stores, in the same SQL text with the same params (test/integration/writes.test.ts compares
+ * them): an undefined value inserts the column's default and leaves the column alone in an
+ * update. Each call builds its text and prepares its statement: keeping either per table or per
+ * binding saved no measurable CPU (docs/decisions.md, "CPU per message and per read").
  */
 import type { Column } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
@@ -43,11 +42,8 @@ interface TablePlan {
   fallbacks: Fallback[];
   /** `insert into "t" ("a", "b") values (`, the part that never varies. */
   insertHead: string;
-  texts: Map<string, string>;
 }
 
-/** Call sites pass a handful of row shapes; the bound only guards against unbounded growth. */
-const MAX_TEXTS_PER_TABLE = 256;
 const plans = new WeakMap<SQLiteTable, TablePlan>();
 
 function plan(table: SQLiteTable): TablePlan {
@@ -69,7 +65,6 @@ function plan(table: SQLiteTable): TablePlan {
     byName: new Map(columns.map((column) => [column.name, column])),
     fallbacks,
     insertHead: `insert into ${quoted} (${columns.map((c) => `"${c.name}"`).join(", ")}) values (`,
-    texts: new Map(),
   };
   plans.set(table, p);
   return p;
@@ -102,11 +97,6 @@ function setText(p: TablePlan, present: number[]): string {
   return present.map((i) => `"${(p.columns[i] as ColumnDef).name}" = ?`).join(", ");
 }
 
-function remember(p: TablePlan, key: string, sql: string): string {
-  if (p.texts.size < MAX_TEXTS_PER_TABLE) p.texts.set(key, sql);
-  return sql;
-}
-
 /** `insert into … values (…)` plus the conflict clause; undefined values get the column's default. */
 export function insertQuery<T extends SQLiteTable>(
   table: T,
@@ -135,18 +125,13 @@ export function insertQuery<T extends SQLiteTable>(
           present: bindSet(p, onConflict.set, params),
           where: onConflict.where,
         };
-  const cacheKey = update
-    ? `${shape}|${update.target.name}|${update.present.join(",")}|${update.where ?? ""}`
-    : shape;
-  const sql = p.texts.get(cacheKey);
-  if (sql) return { sql, params };
   const slots = p.fallbacks.map((f, i) => (shape[i] === "1" ? "?" : f.sql)).join(", ");
   const conflict = update
     ? ` on conflict (${qualified(p, update.target)[1]}) do update set ${setText(p, update.present)}${
         update.where ? ` where ${update.where}` : ""
       }`
     : " on conflict do nothing";
-  return { sql: remember(p, cacheKey, `${p.insertHead}${slots})${conflict}`), params };
+  return { sql: `${p.insertHead}${slots})${conflict}`, params };
 }
 
 /** `update … set <defined values> where <column> = ?`. */
@@ -160,13 +145,7 @@ export function updateQuery<T extends SQLiteTable>(
   const present = bindSet(p, set, params);
   const [key, quoted] = qualified(p, where.column);
   params.push(encode(key.codec, where.value));
-  const cacheKey = `update|${present.join(",")}|${key.name}`;
-  const sql = p.texts.get(cacheKey);
-  if (sql) return { sql, params };
-  return {
-    sql: remember(p, cacheKey, `update ${p.quoted} set ${setText(p, present)} where ${quoted} = ?`),
-    params,
-  };
+  return { sql: `update ${p.quoted} set ${setText(p, present)} where ${quoted} = ?`, params };
 }
 
 /** D1's bound parameters per statement: up to this many, rows are bound as values. */
@@ -197,45 +176,17 @@ export function insertManyQuery<T extends SQLiteTable>(
   });
   const columns = p.columns.map((c) => `"${c.name}"`).join(", ");
   if (rows.length * p.columns.length <= MAX_PARAMS) {
-    const cacheKey = `values|${rows.length}|${conflict}`;
     const row = `(${p.columns.map(() => "?").join(", ")})`;
-    const sql =
-      p.texts.get(cacheKey) ??
-      remember(
-        p,
-        cacheKey,
-        `insert into ${p.quoted} (${columns}) values ${Array.from({ length: rows.length }, () => row).join(", ")} ${conflict}`,
-      );
+    const sql = `insert into ${p.quoted} (${columns}) values ${Array.from({ length: rows.length }, () => row).join(", ")} ${conflict}`;
     return { sql, params: encoded.flat() };
   }
-  const cacheKey = `many|${conflict}`;
-  const sql =
-    p.texts.get(cacheKey) ??
-    remember(
-      p,
-      cacheKey,
-      `insert into ${p.quoted} (${columns}) select ${p.columns
-        .map((_, i) => `value ->> ${i}`)
-        .join(", ")} from json_each(?) where true ${conflict}`,
-    );
+  const sql = `insert into ${p.quoted} (${columns}) select ${p.columns
+    .map((_, i) => `value ->> ${i}`)
+    .join(", ")} from json_each(?) where true ${conflict}`;
   return { sql, params: [JSON.stringify(encoded)] };
 }
 
-/** Prepared statements by SQL text, per D1 binding (the texts above: a bounded set). */
-const prepared = new WeakMap<D1Database, Map<string, D1PreparedStatement>>();
-const MAX_PREPARED = 1024;
-
-/** `query` as a D1 statement, from the statement of its text prepared once per binding. */
+/** `query` as a D1 statement. */
 export function boundStatement(db: D1Database, query: Query): D1PreparedStatement {
-  let statements = prepared.get(db);
-  if (!statements) {
-    statements = new Map();
-    prepared.set(db, statements);
-  }
-  let statement = statements.get(query.sql);
-  if (!statement) {
-    statement = db.prepare(query.sql);
-    if (statements.size < MAX_PREPARED) statements.set(query.sql, statement);
-  }
-  return statement.bind(...query.params);
+  return db.prepare(query.sql).bind(...query.params);
 }

@@ -30,8 +30,6 @@ export class DurableDocumentError extends Error {
 
 /** The key a document's version is kept under. */
 const VERSION_KEY = "_v";
-/** Documents each codec remembers as checked (see `durableCodec`). */
-const KNOWN_MAX = 512;
 
 export interface DurableCodec<T> {
   readonly name: string;
@@ -46,26 +44,13 @@ export function durableCodec<T extends object>(
   version: number,
   schema: z.ZodType<T>,
 ): DurableCodec<T> {
-  // Documents of the current version this isolate wrote or has checked already: read again
-  // (the entry on every call, a context message every turn) they are only parsed. Bounded.
-  const known = new Set<string>();
-  const remember = (raw: string) => {
-    if (known.size >= KNOWN_MAX) known.delete(known.values().next().value as string);
-    known.add(raw);
-  };
   return {
     name,
     version,
     encode(value) {
-      const raw = JSON.stringify({ [VERSION_KEY]: version, ...value });
-      remember(raw);
-      return raw;
+      return JSON.stringify({ [VERSION_KEY]: version, ...value });
     },
     decode(raw) {
-      if (known.has(raw)) {
-        const { [VERSION_KEY]: _stamp, ...body } = JSON.parse(raw) as Record<string, unknown>;
-        return body as T;
-      }
       let parsed: unknown;
       try {
         parsed = JSON.parse(raw);
@@ -91,8 +76,6 @@ export function durableCodec<T extends object>(
           `stored ${name} (version ${from}) is invalid at ${at}: ${issue?.message}`,
         );
       }
-      // Only a current document reads the same parsed as checked (an older one may take defaults).
-      if (from === version) remember(raw);
       return result.data;
     },
   };

@@ -7,14 +7,18 @@
  * orphaned workerd still holding its SQLite files.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { once } from "node:events";
 import {
   accessSync,
   constants,
+  cpSync,
   existsSync,
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
+  rmSync,
   writeFileSync,
 } from "node:fs";
 import { createServer, type Server } from "node:net";
@@ -143,10 +147,14 @@ export function configWithD1(
   if (!names || (names.length === 1 && names[0] === "DB")) return base;
   const from = base ?? path.join(root, "wrangler.toml");
   const file = path.join(root, `.wrangler-storage-${names.join("-").toLowerCase()}.toml`);
-  writeFileSync(
-    file,
-    `# Written by scripts/lib/local-server.ts from ${path.relative(root, from)}: D1 bindings ${names.join(", ")}. Never deployed.\n${withD1Bindings(readFileSync(from, "utf8"), names)}`,
-  );
+  const text = `# Written by scripts/lib/local-server.ts from ${path.relative(root, from)}: D1 bindings ${names.join(", ")}. Never deployed.\n${withD1Bindings(readFileSync(from, "utf8"), names)}`;
+  // Written only when it differs, and by a rename: a `wrangler dev` already running on this
+  // file (another test file's gateway) reloads its Worker whenever the file changes.
+  if (!existsSync(file) || readFileSync(file, "utf8") !== text) {
+    const making = `${file}.${process.pid}.tmp`;
+    writeFileSync(making, text);
+    renameSync(making, file);
+  }
   return file;
 }
 
@@ -174,17 +182,22 @@ export async function executeLocalD1<T = Record<string, unknown>>(
   return (JSON.parse(stdout) as Array<{ results: T[] }>).map((r) => r.results);
 }
 
+/** Today's migration files, by name, in order. */
+function migrationFiles(): string[] {
+  return readdirSync(path.join(root, "migrations"))
+    .filter((f) => f.endsWith(".sql"))
+    .sort();
+}
+
 export async function applyLocalMigrations(
   persistTo: string | undefined,
   opts: { wranglerConfig?: string; d1?: readonly string[] } = {},
 ): Promise<string> {
   // One database after the other: wrangler processes sharing a persistence directory meet
   // SQLITE_BUSY. A database of `persistTo` marked as migrated with today's migration files (a
-  // restart on the same state) is not asked again: a wrangler process is seconds of CPU.
-  const files = readdirSync(path.join(root, "migrations"))
-    .filter((f) => f.endsWith(".sql"))
-    .sort()
-    .join("\n");
+  // restart on the same state, a copy of `migratedTemplate`) is not asked again: a wrangler
+  // process is seconds of CPU.
+  const files = migrationFiles().join("\n");
   let out = "";
   for (const binding of opts.d1 ?? ["DB"]) {
     const done = persistTo ? path.join(persistTo, `.migrated-${binding}`) : undefined;
@@ -197,6 +210,30 @@ export async function applyLocalMigrations(
     out += stdout;
   }
   return out;
+}
+
+/**
+ * A persistence directory holding only `d1`'s local databases, migrated: made once per set of
+ * migration files, databases and wrangler config (its name is their hash, in the OS temporary
+ * directory), and copied into each fresh persistence directory, so a gateway started on one
+ * costs no wrangler process per database. Made aside and renamed into place: processes racing
+ * to make it keep whichever lands first.
+ */
+async function migratedTemplate(wranglerConfig: string | undefined, d1: readonly string[]): Promise<string> {
+  const hash = createHash("sha256");
+  for (const file of migrationFiles())
+    hash.update(file).update(readFileSync(path.join(root, "migrations", file)));
+  hash.update(d1.join(",")).update(readFileSync(wranglerConfig ?? path.join(root, "wrangler.toml")));
+  const dir = path.join(tmpdir(), `switchboard-migrated-${hash.digest("hex").slice(0, 16)}`);
+  if (existsSync(dir)) return dir;
+  const making = mkdtempSync(path.join(tmpdir(), "switchboard-migrating-"));
+  await applyLocalMigrations(making, { ...(wranglerConfig ? { wranglerConfig } : {}), d1 });
+  try {
+    renameSync(making, dir);
+  } catch {
+    rmSync(making, { recursive: true, force: true });
+  }
+  return dir;
 }
 
 /**
@@ -265,6 +302,10 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
   const port = opts.port ?? (await freePort());
   const persistTo = opts.persistTo ?? mkdtempSync(path.join(tmpdir(), "switchboard-"));
   const wranglerConfig = configWithD1(opts.wranglerConfig, opts.d1);
+  // A fresh directory starts as a copy of the migrated databases (the migrations below then
+  // find nothing to do).
+  if (opts.persistTo === undefined && opts.migrate !== false)
+    cpSync(await migratedTemplate(wranglerConfig, opts.d1 ?? ["DB"]), persistTo, { recursive: true });
   if (opts.migrate !== false)
     await applyLocalMigrations(persistTo, {
       ...(wranglerConfig ? { wranglerConfig } : {}),

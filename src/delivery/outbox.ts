@@ -75,6 +75,8 @@ const MAX_IN_FLIGHT = 4;
 /** How long an attempt in flight holds its row: past the attempt's own timeout. */
 const LEASE_MS = ATTEMPT_TIMEOUT_MS + 5_000;
 
+type DueTimes = { attempt: number | null; record: number | null };
+
 export class DeliveryOutbox {
   private readonly inFlight = new Map<string, InFlight>();
   /**
@@ -82,6 +84,13 @@ export class DeliveryOutbox {
    * does not wait for the connector at all.
    */
   private healthy = true;
+  /**
+   * The next attempt due and the next outcome due, as last read: the actor's scheduler asks for
+   * them several times a message (7 of its 29 statements), and this instance is the table's
+   * only writer, so every write forgets them (`write`). Kept for 3% of workerd CPU per message
+   * or more (npm run ab, docs/decisions.md "CPU per message and per read").
+   */
+  private due: DueTimes | undefined;
 
   constructor(
     private readonly sql: SqlStorage,
@@ -139,16 +148,14 @@ export class DeliveryOutbox {
     json = deliveryPayloadCodec.encode(payload),
   ): boolean {
     // RETURNING says whether the row was added.
-    const added = this.sql
-      .exec(
-        `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at, created_at) VALUES (?, ?, 0, ?, ?)
+    const added = this.write(
+      `INSERT OR IGNORE INTO outbox (delivery_id, payload, attempts, next_at, created_at) VALUES (?, ?, 0, ?, ?)
          RETURNING delivery_id`,
-        payload.deliveryId,
-        json,
-        nextAt,
-        createdAt,
-      )
-      .toArray().length;
+      payload.deliveryId,
+      json,
+      nextAt,
+      createdAt,
+    ).toArray().length;
     return added > 0;
   }
 
@@ -171,12 +178,22 @@ export class DeliveryOutbox {
     return record === null ? attempt : Math.min(attempt, record);
   }
 
-  private dueTimes(): { attempt: number | null; record: number | null } {
-    return this.sql
-      .exec<{ attempt: number | null; record: number | null }>(
+  private dueTimes(): DueTimes {
+    this.due ??= this.sql
+      .exec<DueTimes>(
         `SELECT MIN(CASE WHEN done = 0 THEN next_at END) AS attempt, MIN(record_at) AS record FROM outbox`,
       )
       .one();
+    return this.due;
+  }
+
+  /** A write of the table; what `dueTimes` read is read again after it. */
+  private write<T extends Record<string, SqlStorageValue>>(
+    query: string,
+    ...params: SqlStorageValue[]
+  ): SqlStorageCursor<T> {
+    this.due = undefined;
+    return this.sql.exec<T>(query, ...params);
   }
 
   // --- the outcomes D1 does not show yet (the owner's OutcomeLedger) ---------------------------
@@ -198,15 +215,13 @@ export class DeliveryOutbox {
   /** D1 shows these outcomes: a settled delivery's row leaves, an owed one keeps attempting. */
   recorded(outcomes: readonly UnrecordedOutcome[]): void {
     for (const o of outcomes) {
-      const removed = this.sql
-        .exec(
-          `DELETE FROM outbox WHERE delivery_id = ? AND state_v = ? AND done = 1 RETURNING delivery_id`,
-          o.deliveryId,
-          o.version,
-        )
-        .toArray().length;
+      const removed = this.write(
+        `DELETE FROM outbox WHERE delivery_id = ? AND state_v = ? AND done = 1 RETURNING delivery_id`,
+        o.deliveryId,
+        o.version,
+      ).toArray().length;
       if (removed) continue;
-      this.sql.exec(
+      this.write(
         `UPDATE outbox SET state = NULL, record_at = NULL WHERE delivery_id = ? AND state_v = ?`,
         o.deliveryId,
         o.version,
@@ -217,7 +232,7 @@ export class DeliveryOutbox {
   /** D1 refused these outcomes: written again no sooner than `at`. */
   postpone(outcomes: readonly UnrecordedOutcome[], at: number): void {
     for (const o of outcomes)
-      this.sql.exec(
+      this.write(
         `UPDATE outbox SET record_at = MAX(COALESCE(record_at, 0), ?) WHERE delivery_id = ? AND state IS NOT NULL`,
         at,
         o.deliveryId,
@@ -287,7 +302,7 @@ export class DeliveryOutbox {
   private markPending(id: string): void {
     const now = Date.now();
     const state = pendingState(now);
-    this.sql.exec(
+    this.write(
       `UPDATE outbox SET state = ?, state_v = state_v + 1, record_at = ? WHERE delivery_id = ? AND state IS NULL`,
       attemptStateCodec.encode(state),
       now,
@@ -303,7 +318,7 @@ export class DeliveryOutbox {
   private start(row: OutboxRow, waited: boolean, leased = false): InFlight {
     const id = row.delivery_id;
     if (!leased) {
-      this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
+      this.write(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, Date.now() + LEASE_MS, id);
     }
     const attempt: InFlight = { abandoned: !waited, settled: Promise.resolve(undefined) };
     this.inFlight.set(id, attempt);
@@ -313,7 +328,7 @@ export class DeliveryOutbox {
         // Each part of a split reply the platform accepts is recorded before the next is posted,
         // so no attempt posts it again.
         const result = await postDelivery(payload, this.config(), this.env(), (partsSent) =>
-          this.sql.exec(
+          this.write(
             `UPDATE outbox SET payload = ? WHERE delivery_id = ?`,
             deliveryPayloadCodec.encode({ ...payload, partsSent }),
             id,
@@ -338,7 +353,7 @@ export class DeliveryOutbox {
         }
         // A newer deploy wrote the payload: the row is attempted again after the usual backoff.
         const retryAt = Date.now() + retryDelayMs(row.attempts + 1, this.config().delivery);
-        this.sql.exec(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, retryAt, id);
+        this.write(`UPDATE outbox SET next_at = ? WHERE delivery_id = ?`, retryAt, id);
         return undefined;
       } finally {
         this.inFlight.delete(id);
@@ -356,7 +371,7 @@ export class DeliveryOutbox {
     const json = attemptStateCodec.encode(state);
     const recordAt = Date.now() + (state.status === "delivered" ? OUTCOME_RECORD_DELAY_MS : 0);
     const owed = state.status === "retrying" && state.nextAttemptAt !== null;
-    this.sql.exec(
+    this.write(
       `UPDATE outbox SET done = ?1, attempts = ?2, next_at = COALESCE(?3, next_at), state = ?4,
          state_v = state_v + 1, record_at = MIN(COALESCE(record_at, ?5), ?5) WHERE delivery_id = ?6`,
       owed ? 0 : 1,

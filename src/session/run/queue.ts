@@ -73,8 +73,30 @@ interface Attempt {
 
 export class RunQueue {
   private attempt: Attempt | undefined;
+  /**
+   * The first two rows, as last read: the scheduler and the lifecycle ask for the head, its due
+   * times and whether others wait several times a message, and this instance is the table's
+   * only writer, so every write of it forgets them (`write`). Kept for 3% of workerd CPU per
+   * message or more (npm run ab, docs/decisions.md "CPU per message and per read"). Callers
+   * never change the rows they get.
+   */
+  private front: QueueRow[] | undefined;
 
   constructor(private readonly sql: SqlStorage) {}
+
+  /** A write of the queue table; what `front` holds is read again after it. */
+  private write<T extends Record<string, SqlStorageValue>>(
+    query: string,
+    ...params: SqlStorageValue[]
+  ): SqlStorageCursor<T> {
+    this.front = undefined;
+    return this.sql.exec<T>(query, ...params);
+  }
+
+  private frontRows(): QueueRow[] {
+    this.front ??= this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos LIMIT 2`).toArray();
+    return this.front;
+  }
 
   rows(): QueueRow[] {
     return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos`).toArray();
@@ -101,7 +123,7 @@ export class RunQueue {
   }
 
   head(): QueueRow | undefined {
-    return this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos LIMIT 1`).toArray()[0];
+    return this.frontRows()[0];
   }
 
   byRunId(runId: string): QueueRow | undefined {
@@ -115,7 +137,7 @@ export class RunQueue {
 
   /** Whether runs other than the head wait behind it. */
   othersWaiting(): boolean {
-    return this.sql.exec(`SELECT 1 FROM queue LIMIT 1 OFFSET 1`).toArray().length > 0;
+    return this.frontRows().length > 1;
   }
 
   /**
@@ -123,11 +145,7 @@ export class RunQueue {
    * a failed attempt's backoff), and when the running head times out.
    */
   due(now: number): { head?: number; deadline?: number } {
-    const head = this.sql
-      .exec<{ retry_at: number | null; deadline: number | null }>(
-        `SELECT retry_at, deadline FROM queue ORDER BY pos LIMIT 1`,
-      )
-      .toArray()[0];
+    const head = this.frontRows()[0];
     if (!head) return {};
     return {
       head: Math.max(now, head.retry_at ?? 0),
@@ -137,7 +155,7 @@ export class RunQueue {
 
   /** Adds a run at the tail. */
   insert(runId: string, spec: QueuedRun, now: number): void {
-    this.sql.exec(
+    this.write(
       `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?)`,
       runId,
       queuedRunCodec.encode(spec),
@@ -146,7 +164,7 @@ export class RunQueue {
   }
 
   updateSpec(pos: number, spec: QueuedRun): void {
-    this.sql.exec(`UPDATE queue SET spec = ? WHERE pos = ?`, queuedRunCodec.encode(spec), pos);
+    this.write(`UPDATE queue SET spec = ? WHERE pos = ?`, queuedRunCodec.encode(spec), pos);
   }
 
   /**
@@ -239,7 +257,7 @@ export class RunQueue {
       "checkpoint = ?",
       ...(starts !== undefined ? ["starts = ?"] : []),
     ];
-    this.sql.exec(
+    this.write(
       `UPDATE queue SET ${sets.join(", ")} WHERE pos = ?`,
       ...(opts.starting ? [opts.deadline ?? null] : []),
       checkpoint,
@@ -257,7 +275,7 @@ export class RunQueue {
     const starts = (row.starts ?? 0) + 1;
     const first = row.checkpoint === null;
     this.attempt = { pos: row.pos, starts, startsWritten: !first, stored: 0, advanced: false };
-    if (!first) this.sql.exec(`UPDATE queue SET starts = ?, retry_at = NULL WHERE pos = ?`, starts, row.pos);
+    if (!first) this.write(`UPDATE queue SET starts = ?, retry_at = NULL WHERE pos = ?`, starts, row.pos);
     return starts;
   }
 
@@ -267,7 +285,7 @@ export class RunQueue {
     const attempt = this.attempt?.pos === row.pos ? this.attempt : undefined;
     const starts = attempt?.advanced ? 0 : (attempt?.starts ?? row.starts ?? 0);
     this.attempt = undefined;
-    this.sql.exec(
+    this.write(
       `UPDATE queue SET attempts = ?, starts = ?, last_error = ?, retry_at = ? WHERE pos = ?`,
       attempts,
       starts,
@@ -280,7 +298,7 @@ export class RunQueue {
 
   remove(row: Pick<QueueRow, "pos" | "run_id">): void {
     const attempt = this.attempt?.pos === row.pos ? this.attempt : undefined;
-    this.sql.exec(`DELETE FROM queue WHERE pos = ?`, row.pos);
+    this.write(`DELETE FROM queue WHERE pos = ?`, row.pos);
     // No step stored by the attempt that ends it: nothing to delete.
     if (!attempt || attempt.stored > 0) this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
     if (attempt) this.attempt = undefined;

@@ -16,7 +16,7 @@ function checksProject(name: string, include: string[], env: Record<string, stri
       environment: "node",
       include,
       env,
-      testTimeout: 180_000,
+      testTimeout: 300_000,
       hookTimeout: 180_000,
       fileParallelism: false,
     },

@@ -1,5 +1,5 @@
 /**
- * `npm run test:quick`: the loop to run after each change, in about two minutes. The pure tests
+ * `npm run test:quick`: the loop to run after each change, in about a minute and a half. The pure tests
  * (Node) and the workerd files a change to the run, its records, delivery or the RPC most often
  * breaks, with one database. `npm test` stays the gate before a commit lands.
  */

@@ -24,14 +24,15 @@ describe("the fault-injection soak (short)", () => {
       seed: SEED,
       // The suite's databases (SWITCHBOARD_TEST_D1): sessions spread over them when several.
       ...(TEST_D1.length > 1 ? { d1: TEST_D1 } : {}),
-      // Bounded well under the suite's patience: the drain gets what is left of it.
-      deadlineMs: 150_000,
-      drainMs: 90_000,
+      // Bounded under the test's timeout: the drain gets what is left of it. Four databases
+      // take longer than one (150 s against 97 s on this machine).
+      deadlineMs: 240_000,
+      drainMs: 120_000,
       log: (line) => console.log(line),
     });
     console.log(report.markdown);
     const failed = report.rows.filter((r) => r.pass === false).map((r) => `${r.measure}: ${r.value}`);
     expect(failed, `${report.markdown}\n${report.findings.join("\n")}`).toEqual([]);
     expect(report.pass).toBe(true);
-  }, 170_000);
+  }, 270_000);
 });

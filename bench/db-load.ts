@@ -356,6 +356,17 @@ export class IsolateRestartError extends Error {
   override name = "IsolateRestartError";
 }
 
+/** A load's deferred-write counts before any is attributed to it. */
+const NO_DEFERRED = {
+  outcomeRoundTrips: 0,
+  outcomeStatements: 0,
+  outcomeRowsWritten: 0,
+  outcomeRowsRead: 0,
+  carriedRoundTrips: 0,
+  carriedStatements: 0,
+  carriedRowsWritten: 0,
+};
+
 function delta(before: Tally, after: Tally): Load {
   if (before.isolate !== after.isolate)
     throw new IsolateRestartError(
@@ -399,13 +410,7 @@ function delta(before: Tally, after: Tally): Load {
       after.workerRequests.scheduled -
       before.workerRequests.fetch -
       before.workerRequests.scheduled,
-    outcomeRoundTrips: 0,
-    outcomeStatements: 0,
-    outcomeRowsWritten: 0,
-    outcomeRowsRead: 0,
-    carriedRoundTrips: 0,
-    carriedStatements: 0,
-    carriedRowsWritten: 0,
+    ...NO_DEFERRED,
   };
 }
 
@@ -532,13 +537,7 @@ export function sum(loads: Load[]): Load {
     doActiveMs: 0,
     workerRequests: 0,
     doTimers: {},
-    outcomeRoundTrips: 0,
-    outcomeStatements: 0,
-    outcomeRowsWritten: 0,
-    outcomeRowsRead: 0,
-    carriedRoundTrips: 0,
-    carriedStatements: 0,
-    carriedRowsWritten: 0,
+    ...NO_DEFERRED,
   };
   for (const l of loads) {
     out.d1Statements += l.d1Statements;

@@ -147,27 +147,14 @@ export interface SessionTally {
      */
     carried: D1Part;
   };
-  doSql: {
-    execs: number;
-    statements: number;
-    sql: Record<string, number>;
-    rowsRead: number;
-    rowsWritten: number;
-    sqlRowsWritten: Record<string, number>;
-    sqlRowsRead: Record<string, number>;
-  };
+  /** As the global `doSql`, this session's actor only (miniflare's own statements are not its). */
+  doSql: Omit<Tally["doSql"], "platform">;
   /** Calls of the actor's storage methods other than SQL, by name (setAlarm, deleteAlarm…). */
   doCalls: Record<string, number>;
   /** Requests to this session's actor: stub calls by the name it is reached by, and its alarms. */
-  doRequests: { total: number; byMethod: Record<string, number> };
+  doRequests: Tally["doRequests"];
   /** The actor's wall time (as the global `doWall`, this session's instances only). */
-  doWall: {
-    callsMs: number;
-    activeMs: number;
-    timersSet: number;
-    timersByDelay: Record<string, number>;
-    waitUntils: number;
-  };
+  doWall: Pick<Tally["doWall"], "callsMs" | "activeMs" | "timersSet" | "timersByDelay" | "waitUntils">;
   /** Instances of this session's actor constructed (a first one, or one after an eviction). */
   instances: number;
   /**

@@ -186,6 +186,20 @@ function readValue<T>(r: Read<T>, what: string): T {
   return r.value;
 }
 
+/** What `surface` read after agent.wait and at the delivery both match `expected`. */
+function expectBothMatch<T>(
+  turn: { later: Read<T>; atDelivery: Read<T> },
+  surface: string,
+  expected: Record<string, unknown>,
+): void {
+  for (const [read, when] of [
+    [turn.later, "after agent.wait"],
+    [turn.atDelivery, "at the delivery"],
+  ] as const) {
+    expect(readValue(read, `${surface} ${when}`), `${surface} ${when}`).toMatchObject(expected);
+  }
+}
+
 async function invoke(tool: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
   const res = await gw.fetch("/tools/invoke", {
     method: "POST",
@@ -414,27 +428,13 @@ describe("/new <model> and its greeting, read when the greeting reaches the conn
   it("sessions.get shows the new model and the new sessionId", async () => {
     const turn = await newModelTurn((key) => settle(gw.call<Entry>("sessions.get", { key })));
     const expected = { sessionId: turn.sessionId, model: OTHER_MODEL, modelOverride: OTHER_MODEL };
-    expect(
-      readValue(turn.later, "sessions.get after agent.wait"),
-      "sessions.get after agent.wait",
-    ).toMatchObject(expected);
-    expect(
-      readValue(turn.atDelivery, "sessions.get at the delivery"),
-      "sessions.get at the delivery of the greeting",
-    ).toMatchObject(expected);
+    expectBothMatch(turn, "sessions.get", expected);
   });
 
   it("sessions.list shows the new model and the new sessionId", async () => {
     const turn = await newModelTurn((key) => settle(listed(key)));
     const expected = { key: turn.key, sessionId: turn.sessionId, model: OTHER_MODEL };
-    expect(
-      readValue(turn.later, "sessions.list after agent.wait"),
-      "sessions.list after agent.wait",
-    ).toMatchObject(expected);
-    expect(
-      readValue(turn.atDelivery, "sessions.list at the delivery"),
-      "sessions.list at the delivery of the greeting",
-    ).toMatchObject(expected);
+    expectBothMatch(turn, "sessions.list", expected);
   });
 
   it("chat.history shows the new session's greeting", async () => {

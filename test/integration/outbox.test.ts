@@ -24,19 +24,24 @@ function payload(n: number): DeliveryPayload {
   };
 }
 
+/** An outbox over the actor's migrated SQLite, with the test env and config. */
+function outboxIn(state: DurableObjectState): DeliveryOutbox {
+  migrate(state.storage.sql);
+  return new DeliveryOutbox(
+    state.storage.sql,
+    () => env,
+    () => loadConfig(env),
+    () => {},
+  );
+}
+
 describe("DeliveryOutbox", () => {
   it("attempts what is owed, posts a settled delivery once, and keeps each outcome until it is recorded", async () => {
     const connector = fakeConnector(() => 200);
     await runInDurableObject(
       actor("agent:main:telegram:dm:outbox"),
       async (_i: unknown, state: DurableObjectState) => {
-        migrate(state.storage.sql);
-        const outbox = new DeliveryOutbox(
-          state.storage.sql,
-          () => env,
-          () => loadConfig(env),
-          () => {},
-        );
+        const outbox = outboxIn(state);
         expect(outbox.nextDue()).toBeUndefined();
         for (let n = 0; n < 5; n++) {
           expect((await outbox.addAndAttempt(payload(n), 5_000))?.status).toBe("delivered");
@@ -87,13 +92,7 @@ describe("DeliveryOutbox", () => {
     await runInDurableObject(
       actor("agent:main:telegram:dm:outbox-failed"),
       async (_i: unknown, state: DurableObjectState) => {
-        migrate(state.storage.sql);
-        const outbox = new DeliveryOutbox(
-          state.storage.sql,
-          () => env,
-          () => loadConfig(env),
-          () => {},
-        );
+        const outbox = outboxIn(state);
         const first = await outbox.addAndAttempt(payload(1), 5_000);
         expect(first?.status).toBe("retrying");
         // A delivery in trouble is due to be recorded now, not after the delay.

@@ -17,6 +17,7 @@ export const QUICK = [
   "test/integration/outbox.test.ts",
   "test/integration/rpc.test.ts",
   "test/integration/run-lifecycle.test.ts",
+  "test/integration/run-queue-front.test.ts",
   "test/integration/run-records.test.ts",
   "test/integration/session-tools.test.ts",
   "test/integration/sessions-send.test.ts",

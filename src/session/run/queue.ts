@@ -74,28 +74,33 @@ interface Attempt {
 export class RunQueue {
   private attempt: Attempt | undefined;
   /**
-   * The first two rows, as last read: the scheduler and the lifecycle ask for the head, its due
-   * times and whether others wait several times a message, and this instance is the table's
-   * only writer, so every write of it forgets them (`write`). Kept for 3% of workerd CPU per
-   * message or more (npm run ab, docs/decisions.md "CPU per message and per read"). Callers
-   * never change the rows they get.
+   * The first two rows and how many the table holds, as the table holds them: the scheduler,
+   * admission and the lifecycle ask for the head, its due times, whether others wait and how
+   * many do several times a message. This instance is the table's only writer, and each of its
+   * writes returns the rows it changed (`RETURNING *`), which replace their copies here; a
+   * removal that leaves a row beyond the two unread forgets them. Kept for 3% of workerd CPU
+   * per message or more (npm run ab, docs/decisions.md "CPU per message and per read").
+   * Callers never change the rows they get.
    */
-  private front: QueueRow[] | undefined;
+  private front: { rows: QueueRow[]; total: number } | undefined;
 
   constructor(private readonly sql: SqlStorage) {}
 
-  /** A write of the queue table; what `front` holds is read again after it. */
-  private write<T extends Record<string, SqlStorageValue>>(
-    query: string,
-    ...params: SqlStorageValue[]
-  ): SqlStorageCursor<T> {
-    this.front = undefined;
-    return this.sql.exec<T>(query, ...params);
+  private frontRows(): { rows: QueueRow[]; total: number } {
+    if (this.front) return this.front;
+    const read = this.sql
+      .exec<QueueRow & { total: number }>(
+        `SELECT *, (SELECT COUNT(*) FROM queue) AS total FROM queue ORDER BY pos LIMIT 2`,
+      )
+      .toArray();
+    this.front = { rows: read.map(({ total: _, ...row }) => row as QueueRow), total: read[0]?.total ?? 0 };
+    return this.front;
   }
 
-  private frontRows(): QueueRow[] {
-    this.front ??= this.sql.exec<QueueRow>(`SELECT * FROM queue ORDER BY pos LIMIT 2`).toArray();
-    return this.front;
+  /** An update of one row by `pos`: its copy in `front` becomes the row as written. */
+  private update(query: string, ...params: SqlStorageValue[]): void {
+    const row = this.sql.exec<QueueRow>(`${query} RETURNING *`, ...params).toArray()[0];
+    if (row && this.front) this.front.rows = this.front.rows.map((r) => (r.pos === row.pos ? row : r));
   }
 
   rows(): QueueRow[] {
@@ -103,10 +108,15 @@ export class RunQueue {
   }
 
   /**
-   * What admission needs in one read: how many runs the queue holds, how many of them wait,
-   * and the newest waiting run (collect mode merges into it).
+   * What admission needs: how many runs the queue holds, how many of them wait, and the newest
+   * waiting run (collect mode merges into it). From `front` when it holds the whole queue.
    */
   summary(): { total: number; waiting: number; newestWaiting: QueueRow | undefined } {
+    const front = this.frontRows();
+    if (front.total === front.rows.length) {
+      const waiting = front.rows.filter((r) => r.state === "queued");
+      return { total: front.total, waiting: waiting.length, newestWaiting: waiting.at(-1) };
+    }
     const rows = this.sql
       .exec<QueueRow & { total: number; waiting: number }>(
         `SELECT q.*, (SELECT COUNT(*) FROM queue) AS total,
@@ -123,21 +133,16 @@ export class RunQueue {
   }
 
   head(): QueueRow | undefined {
-    return this.frontRows()[0];
+    return this.frontRows().rows[0];
   }
 
   byRunId(runId: string): QueueRow | undefined {
     return this.sql.exec<QueueRow>(`SELECT * FROM queue WHERE run_id = ?`, runId).toArray()[0];
   }
 
-  /** How many runs the queue holds (running included). */
-  count(): number {
-    return this.sql.exec<{ n: number }>(`SELECT COUNT(*) AS n FROM queue`).one().n;
-  }
-
   /** Whether runs other than the head wait behind it. */
   othersWaiting(): boolean {
-    return this.frontRows().length > 1;
+    return this.frontRows().total > 1;
   }
 
   /**
@@ -145,7 +150,7 @@ export class RunQueue {
    * a failed attempt's backoff), and when the running head times out.
    */
   due(now: number): { head?: number; deadline?: number } {
-    const head = this.frontRows()[0];
+    const head = this.frontRows().rows[0];
     if (!head) return {};
     return {
       head: Math.max(now, head.retry_at ?? 0),
@@ -155,16 +160,22 @@ export class RunQueue {
 
   /** Adds a run at the tail. */
   insert(runId: string, spec: QueuedRun, now: number): void {
-    this.write(
-      `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?)`,
-      runId,
-      queuedRunCodec.encode(spec),
-      now,
-    );
+    const row = this.sql
+      .exec<QueueRow>(
+        `INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES (?, 'queued', ?, ?) RETURNING *`,
+        runId,
+        queuedRunCodec.encode(spec),
+        now,
+      )
+      .one();
+    if (this.front) {
+      this.front.total++;
+      if (this.front.rows.length < 2) this.front.rows = [...this.front.rows, row];
+    }
   }
 
   updateSpec(pos: number, spec: QueuedRun): void {
-    this.write(`UPDATE queue SET spec = ? WHERE pos = ?`, queuedRunCodec.encode(spec), pos);
+    this.update(`UPDATE queue SET spec = ? WHERE pos = ?`, queuedRunCodec.encode(spec), pos);
   }
 
   /**
@@ -257,7 +268,7 @@ export class RunQueue {
       "checkpoint = ?",
       ...(starts !== undefined ? ["starts = ?"] : []),
     ];
-    this.write(
+    this.update(
       `UPDATE queue SET ${sets.join(", ")} WHERE pos = ?`,
       ...(opts.starting ? [opts.deadline ?? null] : []),
       checkpoint,
@@ -275,7 +286,7 @@ export class RunQueue {
     const starts = (row.starts ?? 0) + 1;
     const first = row.checkpoint === null;
     this.attempt = { pos: row.pos, starts, startsWritten: !first, stored: 0, advanced: false };
-    if (!first) this.write(`UPDATE queue SET starts = ?, retry_at = NULL WHERE pos = ?`, starts, row.pos);
+    if (!first) this.update(`UPDATE queue SET starts = ?, retry_at = NULL WHERE pos = ?`, starts, row.pos);
     return starts;
   }
 
@@ -285,7 +296,7 @@ export class RunQueue {
     const attempt = this.attempt?.pos === row.pos ? this.attempt : undefined;
     const starts = attempt?.advanced ? 0 : (attempt?.starts ?? row.starts ?? 0);
     this.attempt = undefined;
-    this.write(
+    this.update(
       `UPDATE queue SET attempts = ?, starts = ?, last_error = ?, retry_at = ? WHERE pos = ?`,
       attempts,
       starts,
@@ -298,7 +309,15 @@ export class RunQueue {
 
   remove(row: Pick<QueueRow, "pos" | "run_id">): void {
     const attempt = this.attempt?.pos === row.pos ? this.attempt : undefined;
-    this.write(`DELETE FROM queue WHERE pos = ?`, row.pos);
+    this.sql.exec(`DELETE FROM queue WHERE pos = ?`, row.pos);
+    if (this.front?.rows.some((r) => r.pos === row.pos)) {
+      const rows = this.front.rows.filter((r) => r.pos !== row.pos);
+      const total = this.front.total - 1;
+      // A row beyond the two it held moves up unread: read again when asked.
+      this.front = rows.length === Math.min(total, 2) ? { rows, total } : undefined;
+    } else {
+      this.front = undefined;
+    }
     // No step stored by the attempt that ends it: nothing to delete.
     if (!attempt || attempt.stored > 0) this.sql.exec(`DELETE FROM run_steps WHERE run_id = ?`, row.run_id);
     if (attempt) this.attempt = undefined;

@@ -36,6 +36,7 @@ const ACROSS_DATABASES = [
   "test/integration/run-records.test.ts",
   "test/integration/scheduled-jobs.test.ts",
   "test/integration/session-tools.test.ts",
+  "test/integration/sessions-search.test.ts",
   "test/integration/sessions-spawn.test.ts",
   "test/integration/transcript-retention.test.ts",
 ];

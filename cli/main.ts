@@ -9,6 +9,7 @@ import { CliError, EXIT } from "./client.ts";
 import { registerConnectorCommands } from "./commands/connectors.ts";
 import { registerDeliveryCommands } from "./commands/deliveries.ts";
 import { registerGatewayCommands } from "./commands/gateway.ts";
+import { registerSearchCommand } from "./commands/search.ts";
 import { registerSendCommand } from "./commands/send.ts";
 import { registerSessionCommands } from "./commands/sessions.ts";
 import { registerStorageCommands } from "./commands/storage.ts";
@@ -37,6 +38,7 @@ export function buildProgram(io: CliIo, version: string): Command {
     });
   registerGatewayCommands(program, io);
   registerSessionCommands(program, io);
+  registerSearchCommand(program, io);
   registerSendCommand(program, io);
   registerTailCommand(program, io);
   registerDeliveryCommands(program, io);

@@ -231,15 +231,27 @@ export function registerSessionCommands(program: Command, io: CliIo): void {
     .argument("<key>", "session key")
     .option("--limit <n>", "the newest <n> messages (at most 1000)", positiveInt, 20)
     .option("--before <seq>", "messages before this seq (the cursor printed under a page)", positiveInt)
+    .option("--session-id <id>", "a transcript of the session from before a reset (a search hit's sessionId)")
+    .option("--around <seq>", "messages around this seq (a search hit's seq)", positiveInt)
     .option("--tools", "show tool calls and tool results")
     .option("--json", "print the raw payload as JSON")
     .action(async (key: string, _opts: unknown, cmd: Command) => {
-      const opts = cmd.optsWithGlobals<GlobalOptions & { limit: number; before?: number; tools?: boolean }>();
+      const opts = cmd.optsWithGlobals<
+        GlobalOptions & {
+          limit: number;
+          before?: number;
+          tools?: boolean;
+          sessionId?: string;
+          around?: number;
+        }
+      >();
       const page = await clientFor(opts, io).call<HistoryPage>("chat.history", {
         sessionKey: key,
         limit: opts.limit,
         includeTools: !!opts.tools,
         ...(opts.before ? { before: opts.before } : {}),
+        ...(opts.sessionId ? { sessionId: opts.sessionId } : {}),
+        ...(opts.around ? { aroundSeq: opts.around } : {}),
       });
       output(io, opts, page, () => historyText(page, { tools: !!opts.tools, key: page.sessionKey }));
     });

@@ -5,6 +5,8 @@
  * - `resetSweep`: sessions whose reset policy expired are closed (reset-sweep.ts);
  * - `archival`: sub-agent sessions idle for `agents.defaults.subagents.archiveAfterMinutes`;
  * - `retention`: old transcripts, runs and deliveries (`session.retention.days`, retention.ts);
+ * - `searchIndex`: transcripts stored before the search index are indexed, a bounded chunk per
+ *   database per invocation (db/search.ts; `npm run migrate` runs it to the end);
  * - `backstop`: actors with runs left queued/running or deliveries past due are nudged, in case
  *   an alarm was lost, so that nothing is lost.
  * What each task did is recorded in D1 (`maintenance`) and shown by the `status` RPC.
@@ -16,11 +18,14 @@ import { recordTaskRuns } from "../db/maintenance";
 import { checkPlacement } from "../db/placement-check";
 import { archiveIdleSubagents } from "../db/queries";
 import { overdueDeliveries, staleActiveRuns } from "../db/runs";
+import { backfillSearchIndex } from "../db/search";
 import { runDueJobs } from "./jobs";
 import { sweepExpiredSessions } from "./reset-sweep";
 import { applyRetention } from "./retention";
 
 const CHUNK = 100;
+/** Backfill steps per database and invocation (each BACKFILL_ROWIDS messages at most). */
+const SEARCH_BACKFILL_STEPS = 5;
 const GRACE_MS = 60_000;
 
 type Counts = Record<string, unknown>;
@@ -50,6 +55,11 @@ export const TASKS: Record<string, Task> = {
     if (!r) return undefined;
     const { more, ...deleted } = r;
     return { counts: { ...r }, worked: Object.values(deleted).some((n) => n > 0) };
+  },
+  async searchIndex(env) {
+    const r = await backfillSearchIndex(env, SEARCH_BACKFILL_STEPS);
+    // Nothing to record once the backfill is done.
+    return r.steps > 0 ? { counts: { ...r }, worked: true } : undefined;
   },
   async backstop(env, _config, now) {
     const [runs, deliveries] = await Promise.all([

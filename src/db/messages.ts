@@ -187,53 +187,80 @@ export interface HistoryPage {
   messages: TranscriptMessage[];
   hasMore: boolean;
   nextBefore?: number;
+  /** Whether newer messages follow the page (a page around a seq). */
+  hasNewer?: boolean;
 }
 
 export interface HistoryOptions {
   limit: number;
   before?: number | undefined;
+  /** A page centred on this seq (`before` is then ignored): up to half the limit at or before it, the rest after. */
+  around?: number | undefined;
   includeTools: boolean;
 }
 
-/** The select of a history page of the transcript `sessionIdSql` (a `?` or a subquery) names. */
-function historyPart(sessionIdSql: string, sessionParams: unknown[], opts: HistoryOptions): SelectPart {
+/** The selects of a history page of the transcript `sessionIdSql` (a `?` or a subquery) names. */
+function historyParts(sessionIdSql: string, sessionParams: unknown[], opts: HistoryOptions): SelectPart[] {
   const m = schema.messages;
-  let where = `where ${col(m, "sessionId")} = ${sessionIdSql}`;
-  const params: unknown[] = [...sessionParams];
-  if (opts.before !== undefined) {
-    where += ` and ${col(m, "seq")} < ?`;
-    params.push(opts.before);
+  const base = `where ${col(m, "sessionId")} = ${sessionIdSql}${opts.includeTools ? "" : ` and ${col(m, "role")} <> 'toolResult'`}`;
+  if (opts.around !== undefined) {
+    const { older, newer } = aroundSplit(opts.limit);
+    return [
+      {
+        table: m,
+        rest: `${base} and ${col(m, "seq")} <= ? order by ${col(m, "seq")} desc limit ?`,
+        params: [...sessionParams, opts.around, older + 1],
+      },
+      {
+        table: m,
+        rest: `${base} and ${col(m, "seq")} > ? order by ${col(m, "seq")} asc limit ?`,
+        params: [...sessionParams, opts.around, newer + 1],
+      },
+    ];
   }
-  if (!opts.includeTools) where += ` and ${col(m, "role")} <> 'toolResult'`;
-  return {
-    table: m,
-    rest: `${where} order by ${col(m, "seq")} desc limit ?`,
-    params: [...params, opts.limit + 1],
-  };
+  const before = opts.before !== undefined ? ` and ${col(m, "seq")} < ?` : "";
+  return [
+    {
+      table: m,
+      rest: `${base}${before} order by ${col(m, "seq")} desc limit ?`,
+      params: [...sessionParams, ...(opts.before !== undefined ? [opts.before] : []), opts.limit + 1],
+    },
+  ];
 }
 
-/** The page from the rows of a history select (one more than the limit). */
-function historyOf(rows: MessageRow[], limit: number): HistoryPage {
-  // Newest first, as the select ordered them: sorted again, as a union promises no order (the
-  // rows are in order already, so this costs one pass).
-  rows.sort((a, b) => b.seq - a.seq);
-  const hasMore = rows.length > limit;
-  const page = rows.slice(0, limit).reverse().map(rowToMessage);
+/** How a page around a seq splits its limit: the older half (the seq itself included) and the newer. */
+function aroundSplit(limit: number): { older: number; newer: number } {
+  const older = Math.ceil(limit / 2);
+  return { older, newer: limit - older };
+}
+
+/** The page from the rows of a history's selects (each one more than it shows). */
+function historyOf(parts: MessageRow[][], opts: HistoryOptions): HistoryPage {
+  // Sorted again, as a union promises no order (the rows are in order already: one pass).
+  const older = (parts[0] ?? []).sort((a, b) => b.seq - a.seq);
+  const split = opts.around !== undefined ? aroundSplit(opts.limit) : { older: opts.limit, newer: 0 };
+  const hasMore = older.length > split.older;
+  const page = older.slice(0, split.older).reverse().map(rowToMessage);
   const oldest = page[0]?.seq;
-  return hasMore && oldest !== undefined
-    ? { messages: page, hasMore, nextBefore: oldest }
-    : { messages: page, hasMore };
+  const result: HistoryPage =
+    hasMore && oldest !== undefined
+      ? { messages: page, hasMore, nextBefore: oldest }
+      : { messages: page, hasMore };
+  if (opts.around === undefined) return result;
+  const newer = (parts[1] ?? []).sort((a, b) => a.seq - b.seq);
+  result.messages.push(...newer.slice(0, split.newer).map(rowToMessage));
+  result.hasNewer = newer.length > split.newer;
+  return result;
 }
 
-/** A page of history ending before `before` (a seq), oldest first; keyset on (sessionId, seq). */
 export async function historyPage(
   env: Env,
   sessionKey: string,
   sessionId: string,
   opts: HistoryOptions,
 ): Promise<HistoryPage> {
-  const [rows] = await selectUnion(databaseOfKey(env, sessionKey), [historyPart("?", [sessionId], opts)]);
-  return historyOf((rows ?? []) as MessageRow[], opts.limit);
+  const parts = await selectUnion(databaseOfKey(env, sessionKey), historyParts("?", [sessionId], opts));
+  return historyOf(parts as MessageRow[][], opts);
 }
 
 /** What a history page's reader needs of its session: who may see it, and its transcript. */
@@ -241,25 +268,49 @@ const HISTORY_SESSION_COLUMNS = ["key", "agentId", "spawnedBy", "sessionId"] as 
 export type HistorySession = Pick<SessionRow, (typeof HISTORY_SESSION_COLUMNS)[number]>;
 
 /**
- * The session stored under `key` and a history page of its current transcript, in one D1
- * statement (the page is empty when no session is stored under the key).
+ * The session stored under `key` and a history page of its current transcript (or of the
+ * transcript `sessionId`, when given, with the key it was written under), in one D1 statement
+ * (the page is empty when no session is stored under the key).
  */
 export async function sessionWithHistoryPage(
   env: Env,
   key: string,
-  opts: HistoryOptions,
-): Promise<{ row: HistorySession | undefined; page: HistoryPage }> {
+  opts: HistoryOptions & { sessionId?: string | undefined },
+): Promise<{ row: HistorySession | undefined; page: HistoryPage; transcriptKey?: string | null }> {
   const s = schema.sessions;
-  const [sessions, messages] = await selectUnion(databaseOfKey(env, key), [
+  const t = schema.transcripts;
+  const pages =
+    opts.sessionId === undefined
+      ? historyParts(
+          `(select ${col(s, "sessionId")} from "${getTableName(s)}" where ${col(s, "key")} = ?)`,
+          [key],
+          opts,
+        )
+      : historyParts("?", [opts.sessionId], opts);
+  const owner: SelectPart[] =
+    opts.sessionId === undefined
+      ? []
+      : [
+          {
+            table: t,
+            keys: ["sessionKey"],
+            rest: `where ${col(t, "sessionId")} = ? limit 1`,
+            params: [opts.sessionId],
+          },
+        ];
+  const [sessions, ...rest] = await selectUnion(databaseOfKey(env, key), [
     { table: s, keys: HISTORY_SESSION_COLUMNS, rest: `where ${col(s, "key")} = ? limit 1`, params: [key] },
-    historyPart(
-      `(select ${col(s, "sessionId")} from "${getTableName(s)}" where ${col(s, "key")} = ?)`,
-      [key],
-      opts,
-    ),
+    ...owner,
+    ...pages,
   ]);
   const row = sessions?.[0] as HistorySession | undefined;
-  return { row, page: historyOf((messages ?? []) as MessageRow[], opts.limit) };
+  if (opts.sessionId === undefined) return { row, page: historyOf(rest as MessageRow[][], opts) };
+  const [owners, ...messages] = rest;
+  const transcriptKey = (owners?.[0] as { sessionKey?: string } | undefined)?.sessionKey ?? null;
+  // Another key's transcript (or one in another database) shows nothing here.
+  const page =
+    transcriptKey === key ? historyOf(messages as MessageRow[][], opts) : { messages: [], hasMore: false };
+  return { row, page, transcriptKey };
 }
 
 /** Ascending chunk of a transcript after `afterSeq`, for streaming exports. */

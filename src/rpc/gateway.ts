@@ -15,6 +15,7 @@ import { listJobs } from "../cron/jobs";
 import { readTaskRuns } from "../db/maintenance";
 import { pendingCodes, refusalCounts } from "../db/pairing";
 import { countDeadRecords } from "../db/run-records";
+import { searchIndexStatus } from "../db/search";
 import { endpointsOf, pathOf, SURFACE } from "../http/surface";
 import { defaultAgentId } from "../keys/agent-binding";
 import { type AuditFacts, securityAudit } from "../policy/audit/report";
@@ -66,12 +67,13 @@ export function auditFacts(config: Config): AuditFacts {
 export const GATEWAY_METHODS: Record<string, Method> = {
   status: method(StatusParams, async (_p, { config, env }) => {
     const now = Date.now();
-    const [tasks, jobs, deadRecords, refused, pending] = await Promise.all([
+    const [tasks, jobs, deadRecords, refused, pending, search] = await Promise.all([
       readTaskRuns(env),
       listJobs(env, config, now),
       countDeadRecords(env),
       refusalCounts(env),
       pendingCodes(env, now),
+      searchIndexStatus(env),
     ]);
     const ignored = ignoredSettings(config);
     return {
@@ -87,6 +89,8 @@ export const GATEWAY_METHODS: Record<string, Method> = {
       queue: config.session.queue,
       // Deferred records D1 refused again and again; `records.dead` lists them.
       deadRecords,
+      // The transcript search index's backfill: messages it indexed, and left to index.
+      search,
       // What each scheduled task did on its last run, and on the last run that changed something.
       maintenance: Object.fromEntries(
         tasks.map((t) => [t.task, { lastRun: t.lastRun, ...(t.lastWork ? { lastWork: t.lastWork } : {}) }]),

@@ -6,7 +6,14 @@ import { z } from "zod";
 import { resolveModelRef } from "../agent/models";
 import type { Config } from "../config/schema";
 import { sessionWithHistoryPage } from "../db/messages";
-import { findSession, getSessionByLabel, getSessionBySessionId, type SessionRow } from "../db/queries";
+import {
+  findSession,
+  getSessionByLabel,
+  getSessionBySessionId,
+  type SessionRow,
+  transcriptOwner,
+} from "../db/queries";
+import { searchMessages } from "../db/search";
 import { readSessionPage } from "../db/session-page";
 import { ApiError, actorError } from "../http/errors";
 import { storedKeyForms } from "../keys/canonical-key";
@@ -15,6 +22,7 @@ import { agentIdOfKey, agentMainKey } from "../keys/session-key";
 import { entryInitOf } from "../runs/entry-init";
 import type { ActorError } from "../runs/types";
 import { actorFor, isActorError } from "../session/client";
+import { decodeSearchCursor, SearchParams, searchSessions } from "../views/search";
 import { decodeCursor, entryView, expiredAtOf } from "../views/session";
 import { pageQuery, SESSION_KINDS, sessionPage } from "../views/session-page";
 import { canonicalKey, Key, type Method, method, requireSession } from "./method";
@@ -59,6 +67,20 @@ export const SESSION_METHODS: Record<string, Method> = {
       return sessionPage(rows, now, { displayKey: (row) => row.key });
     },
   ),
+
+  "sessions.search": method(SearchParams, async (p, { env, config }) => {
+    const cursor = p.cursor ? decodeSearchCursor(p.cursor) : undefined;
+    if (p.cursor && !cursor)
+      throw new ApiError("INVALID_REQUEST", "`cursor` is not a cursor returned by sessions.search");
+    // The operator sees every session, with canonical keys; `sessionKey` is a stored key.
+    const sessionKey =
+      p.sessionKey === undefined ? undefined : (await requireSession(env, config, p.sessionKey)).key;
+    return searchSessions(
+      (filter) => searchMessages(env, filter),
+      { scopes: [{}], excludeKeys: ["unknown"], displayKey: (key) => key },
+      { ...p, sessionKey, cursor },
+    );
+  }),
 
   "sessions.get": method(z.strictObject({ key: Key }), async (p, { env, config }) => {
     // The full entry (SPEC §3 fields), and whether its reset policy has closed it already.
@@ -180,20 +202,35 @@ export const SESSION_METHODS: Record<string, Method> = {
   "chat.history": method(
     z.strictObject({
       sessionKey: Key,
+      sessionId: Key.optional(),
       limit: z.number().int().min(1).max(1000).optional(),
       before: z.number().int().min(1).optional(),
+      aroundSeq: z.number().int().min(1).optional(),
       includeTools: z.boolean().optional(),
     }),
     async (p, { env, config }) => {
       // The session and its page in one D1 round trip (a second one for a key typed in
       // another case than it is stored in: storedKeyForms).
+      const sessionId = p.sessionId?.toLowerCase();
       for (const key of storedKeyForms(canonicalKey(p.sessionKey, config))) {
-        const { row, page } = await sessionWithHistoryPage(env, key, {
+        const { row, page, transcriptKey } = await sessionWithHistoryPage(env, key, {
           limit: p.limit ?? 200,
           before: p.before,
+          around: p.aroundSeq,
           includeTools: p.includeTools ?? true,
+          sessionId,
         });
-        if (row) return { sessionKey: row.key, sessionId: row.sessionId, ...page };
+        if (!row) continue;
+        if (sessionId !== undefined && transcriptKey !== row.key) {
+          const owner = transcriptKey ?? (await transcriptOwner(env, sessionId))?.sessionKey;
+          throw new ApiError(
+            "INVALID_REQUEST",
+            owner
+              ? `sessionId ${sessionId} is a transcript of session ${owner}, not of ${row.key}`
+              : `sessionId ${sessionId} is not a transcript of session ${row.key}`,
+          );
+        }
+        return { sessionKey: row.key, sessionId: sessionId ?? row.sessionId, ...page };
       }
       throw new ApiError("NOT_FOUND", `session not found: ${p.sessionKey}`);
     },

@@ -7,7 +7,7 @@
  */
 import { z } from "zod";
 import { MAX_NOTES_PER_AGENT, writeMemory } from "../db/memory";
-import { redactSecrets } from "./redaction";
+import { redactSecrets } from "../transcript/redaction";
 import { defineTool, forbidden, toolError } from "./types";
 
 /** The longest note, in characters after trimming: a note is a fact, not a document. */

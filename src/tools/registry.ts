@@ -17,6 +17,7 @@ import { memoryWriteTool } from "./memory-write";
 import { sessionStatusTool } from "./session-status";
 import { sessionsHistoryTool } from "./sessions-history";
 import { sessionsListTool } from "./sessions-list";
+import { sessionsSearchTool } from "./sessions-search";
 import { sessionsSendTool } from "./sessions-send";
 import { sessionsSpawnTool } from "./sessions-spawn";
 import type { AgentTool } from "./types";
@@ -27,12 +28,14 @@ export const SESSION_TOOL_NAMES: ReadonlySet<string> = new Set([
   "sessions_history",
   "sessions_send",
   "sessions_spawn",
+  "sessions_search",
 ]);
 
 const registry: AgentTool[] = [
   currentTimeTool,
   sessionsListTool,
   sessionsHistoryTool,
+  sessionsSearchTool,
   sessionsSendTool,
   sessionsSpawnTool,
   agentsListTool,

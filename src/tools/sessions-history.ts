@@ -5,12 +5,12 @@
  * bounds the messages of a `sessions_list` page the same way.
  */
 import { z } from "zod";
-import { historyPage, sessionWithHistoryPage } from "../db/messages";
+import { type HistoryPage, sessionWithHistoryPage } from "../db/messages";
 import type { ContentPart, TranscriptMessage } from "../transcript/message";
+import { redactSecrets } from "../transcript/redaction";
 import { clampInt } from "../views/session-page";
-import { redactSecrets } from "./redaction";
 import { findVisibleSessionWith } from "./resolve-session";
-import { defineTool } from "./types";
+import { defineTool, toolError } from "./types";
 
 export const MAX_TEXT_CHARS = 4000;
 export const MAX_HISTORY_BYTES = 80 * 1024;
@@ -170,29 +170,55 @@ export const sessionsHistoryTool = defineTool({
     "Pass `nextBefore` back as `before` for older messages. Long texts are cut and secrets redacted.",
   schema: z.strictObject({
     sessionKey: z.string().trim().min(1).describe("Session key, `main`, or a sessionId from sessions_list."),
+    sessionId: z
+      .string()
+      .trim()
+      .min(1)
+      .optional()
+      .describe("One transcript of this session, current or from before a reset (a search hit's sessionId)."),
     limit: z.number().optional().describe("Messages per page, 1-200 (default 50)."),
     includeTools: z.boolean().optional().describe("Include tool results (default false)."),
     before: z
       .number()
       .optional()
       .describe("`nextBefore` from the previous page: only messages before this seq."),
+    aroundSeq: z
+      .number()
+      .optional()
+      .describe(
+        "A page centred on this seq (a search hit's seq); `hasNewer` says whether newer messages follow.",
+      ),
   }),
   async execute(args, ctx) {
     const opts = {
       limit: clampInt(args.limit, 1, 200, 50),
       before: args.before === undefined ? undefined : Math.trunc(args.before),
+      around: args.aroundSeq === undefined ? undefined : Math.trunc(args.aroundSeq),
       includeTools: args.includeTools ?? false,
+      sessionId: args.sessionId?.toLowerCase(),
     };
     // The session and its page in one D1 round trip when the argument is a key.
     const target = await findVisibleSessionWith(args.sessionKey, ctx, {
       byKey: async (key) => {
-        const { row, page } = await sessionWithHistoryPage(ctx.env, key, opts);
-        return { row, extra: page };
+        const { row, page, transcriptKey } = await sessionWithHistoryPage(ctx.env, key, opts);
+        return {
+          row,
+          extra: { page, transcriptKey } as { page: HistoryPage; transcriptKey?: string | null },
+        };
       },
-      byRow: (row) => historyPage(ctx.env, row.key, row.sessionId, opts),
+      byRow: async (row) => {
+        const { page, transcriptKey } = await sessionWithHistoryPage(ctx.env, row.key, opts);
+        return { page, transcriptKey };
+      },
     });
     if ("status" in target) return target;
-    const { row, displayKey, extra: page } = target;
+    const { row, displayKey } = target;
+    const { page, transcriptKey } = target.extra;
+    if (opts.sessionId !== undefined && transcriptKey !== row.key) {
+      return toolError(
+        `sessionId ${opts.sessionId} is not a transcript of session ${displayKey}; pass the sessionKey of the session it belongs to (sessions_search returns both)`,
+      );
+    }
     const bounded = boundHistory(page.messages);
     // Dropped messages are older than every kept one, so paging on from the oldest kept message
     // reaches them; when nothing fits, page on past the whole page.
@@ -202,9 +228,10 @@ export const sessionsHistoryTool = defineTool({
     const nextBefore = bounded.truncated ? (oldestKept ?? newest) : page.nextBefore;
     return {
       sessionKey: displayKey,
-      sessionId: row.sessionId,
+      sessionId: opts.sessionId ?? row.sessionId,
       messages: bounded.messages,
       hasMore,
+      ...(page.hasNewer !== undefined ? { hasNewer: page.hasNewer } : {}),
       ...(hasMore && nextBefore !== undefined ? { nextBefore } : {}),
       truncated: bounded.truncated,
       droppedMessages: bounded.droppedMessages,

@@ -108,6 +108,7 @@ describe("POST /mcp", () => {
       "current_time",
       "sessions_list",
       "sessions_history",
+      "sessions_search",
       "agents_list",
       "session_status",
       "memory_read",

@@ -218,6 +218,7 @@ describe("status", () => {
       access: { refused: {}, pendingPairingCodes: 0 },
       queue: { mode: "followup", cap: 50 },
       deadRecords: 0,
+      search: { indexed: 0, pending: 0 },
       maintenance: {},
       jobs: [],
     });

@@ -4,7 +4,7 @@
  * ordinary text, plus text that must come through untouched.
  */
 import { describe, expect, it } from "vitest";
-import { redactSecrets } from "../../src/tools/redaction";
+import { redactSecrets } from "../../src/transcript/redaction";
 
 interface Shape {
   name: string;

@@ -512,6 +512,8 @@ export interface CostedWorkload {
   modelMs: number;
   /** Model calls per message (a tool-call turn makes two). */
   modelCalls: number;
+  /** Of `units.d1RowsWritten`, the rows the transcript search index writes (undefined when not measured). */
+  searchIndexRows?: number | undefined;
 }
 
 /** Dollars: whole from $100, cents from 10 cents, two significant digits below. */
@@ -548,6 +550,17 @@ export function costReport(
     out.push(`| ${p[unit].label} | ${p[unit].text} | ${cells.join(" | ")} |`);
   }
   out.push(`| **total** | | ${costs.map((c) => `**${usd(c.usdPerMillion)}**`).join(" | ")} |`);
+  if (workloads.some((w) => w.searchIndexRows !== undefined)) {
+    out.push(
+      `| of the D1 rows written: the transcript search index (one row per user or assistant message indexed) | ${p.d1RowsWritten.text} | ${workloads
+        .map((w) =>
+          w.searchIndexRows === undefined
+            ? "not measured"
+            : `${fmt(w.searchIndexRows)} → ${usd(w.searchIndexRows * p.d1RowsWritten.usd * 1e6)}`,
+        )
+        .join(" | ")} |`,
+    );
+  }
   out.push(
     `| messages a month the included allowances cover (the unit that runs out first) | | ${costs
       .map((c) => {

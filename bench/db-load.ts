@@ -275,6 +275,8 @@ export interface Workload {
   settled: boolean;
   /** What the databases grew by over the workload's windows (bytes, D1's `size_after`). */
   storedBytes: number;
+  /** Messages the transcript search index gained (each one D1 row written, as D1 counts it). */
+  indexed: number;
   /** Sessions the workload created. */
   sessionsCreated: number;
   /** workerd CPU per message in ms over the workload's windows (the bench's polls taken out). */
@@ -999,6 +1001,7 @@ export async function benchDbLoad(opts: {
         runs,
         settled: s.settled,
         bytes: s.state.sizeBytes - stateBefore.sizeBytes,
+        indexed: s.state.indexed - stateBefore.indexed,
         sessions: s.state.sessions - stateBefore.sessions,
       };
     };
@@ -1053,6 +1056,7 @@ export async function benchDbLoad(opts: {
       let runs = 0;
       let settled = true;
       let storedBytes = 0;
+      let indexed = 0;
       let sessionsCreated = 0;
       let cpu = 0;
       const d1Busy = { ms: 0, statements: 0 };
@@ -1065,6 +1069,7 @@ export async function benchDbLoad(opts: {
         runs += r.runs;
         settled &&= r.settled;
         storedBytes += r.bytes;
+        indexed += r.indexed;
         sessionsCreated += r.sessions;
         cpu += r.cpuMs;
       }
@@ -1077,6 +1082,7 @@ export async function benchDbLoad(opts: {
           windows,
           settled,
           storedBytes,
+          indexed,
           sessionsCreated,
           modelMs: model?.ms ?? 0,
           d1Busy,
@@ -1138,6 +1144,7 @@ export async function benchDbLoad(opts: {
           windows: [load],
           settled: s.settled,
           storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
+          indexed: s.state.indexed - stateBefore.indexed,
           sessionsCreated: s.state.sessions - stateBefore.sessions,
           ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / count } : {}),
           textBytesPerMessage:
@@ -1276,6 +1283,7 @@ export async function benchDbLoad(opts: {
           windows: [load],
           settled: s.settled,
           storedBytes: s.state.sizeBytes - stateBefore.sizeBytes,
+          indexed: s.state.indexed - stateBefore.indexed,
           sessionsCreated: s.state.sessions - stateBefore.sessions,
           ...(Number.isFinite(cpu) ? { cpuMsPerMessage: cpu / spread } : {}),
           textBytesPerMessage:
@@ -1643,6 +1651,8 @@ export interface MeasuredWorkload {
   d1StatementsByBinding: Record<string, number>;
   /** What the databases grew by per message (bytes). */
   storedBytesPerMessage: number;
+  /** D1 rows written per message by the transcript search index (one per indexed message); absent in older files. */
+  searchIndexRowsPerMessage?: number;
   sessionsCreated: number;
   /** Bytes of a message's text and its reply's, where known. */
   textBytesPerMessage?: number;
@@ -1804,6 +1814,7 @@ export function measurementOf(
         Object.entries(w.load.byBinding).map(([name, b]) => [name, b.statements / w.messages]),
       ),
       storedBytesPerMessage: w.storedBytes / w.messages,
+      searchIndexRowsPerMessage: w.indexed / w.messages,
       sessionsCreated: w.sessionsCreated,
       ...(w.textBytesPerMessage !== undefined ? { textBytesPerMessage: w.textBytesPerMessage } : {}),
       ...(w.cpuMsPerMessage !== undefined ? { cpuMsPerMessage: w.cpuMsPerMessage } : {}),

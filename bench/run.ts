@@ -57,6 +57,12 @@
  *     with one tool call, and many sessions at once, each window closed once nothing changes;
  *     per read for sessions.list, runs.list and runs.get. Written to bench/results/db-load.json,
  *     the input of `npm run capacity`.
+ * 15. After 14, transcript search (bench/search.ts): sessions_search through /tools/invoke against
+ *     a sessions_list of 10 rows, at 1k sessions / 10k messages and at 10k / 100k, each on a
+ *     gateway of its own seeded by bulk SQL (the index fills as the rows are inserted), a rare
+ *     word and a common one, alternating blocks: p50 and workerd CPU per request. Bars: the rare
+ *     word within 2× of the list at each size, flat within 1.3× between them. `node bench/run.ts
+ *     --search` runs it alone (a few minutes).
  *  2b. Run before 12 (informational, no bar): the gateway is restarted with `agents.defaults.model`
  *     `slow/m`, a fake OpenAI-compatible server on 127.0.0.1 that holds every call open, so runs
  *     are parked; then ack req/s and p50/p99 at c=32 for 1,000 messages to the 1,000 sessions of
@@ -82,6 +88,7 @@ import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
 import { benchConnectorPaths, PATHS } from "./connectors.ts";
 import { benchDbLoad, copySources, measurementOf, perCall, perMessage, writeMeasurement } from "./db-load.ts";
 import { type ReadCosts, readsOverDatabases, SEEDED, TREE_CHILDREN } from "./reads-over-databases.ts";
+import { COMMON_WORD, RARE_HITS, RARE_WORD, searchPhase } from "./search.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
 /**
@@ -487,6 +494,8 @@ let startServer: typeof import("../scripts/lib/local-server.ts").startLocalServe
 let launcher: typeof import("../scripts/lib/local-server.ts") | undefined;
 /** `--reads`: only phases 9f and 9d (see the header). */
 const READS_ONLY = process.argv.includes("--reads");
+/** `--search`: only phase 15 (see the header). */
+const SEARCH_ONLY = process.argv.includes("--search");
 let currentVisibility: Visibility = "all";
 
 async function startGateway(visibility: Visibility, slowModelUrl?: string): Promise<void> {
@@ -1534,6 +1543,7 @@ async function main(): Promise<void> {
   connector = await startConnector();
   startServer = startLocalServer;
   if (READS_ONLY) return mainReads();
+  if (SEARCH_ONLY) return phaseSearch();
   log(`fake connector on ${connector.url}; starting wrangler dev (persist ${persistTo})`);
   await startGateway("all");
 
@@ -1609,6 +1619,7 @@ async function main(): Promise<void> {
   await phaseDisk();
   await phaseConnectorPaths();
   await phaseDbLoad();
+  await phaseSearch();
   acksAlone = [
     ...acksAlone,
     `acks alone, existing sessions: ${((parked.existing / healthzRps) * 100).toFixed(1)}% of /healthz (informational; runs parked on a held model)`,
@@ -1741,6 +1752,61 @@ async function phaseConnectorPaths(): Promise<void> {
 }
 
 /** Phase 14: D1 statements and round trips and DO SQL statements per message (bench/db-load.ts). */
+/**
+ * Phase 15 (bench/search.ts): sessions_search against a sessions_list of 10 rows at 1k/10k and
+ * 10k/100k, a rare word and a common one; the bars hold the rare word's search within 2× of the
+ * list at each size and flat within 1.3× between the sizes.
+ */
+async function phaseSearch(): Promise<void> {
+  if (!launcher) throw new Error("launcher not loaded");
+  const sizes = await searchPhase({
+    launcher,
+    wranglerBin,
+    cwd: root,
+    childEnv,
+    config: gatewayConfig("all"),
+    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
+    token: TOKEN,
+    cpuSeconds: (pid) => groupCpuSeconds(pid, "workerd"),
+    log,
+  });
+  for (const size of sizes) {
+    const at = size.label;
+    row(
+      "15",
+      `sessions_list (limit 10) at ${at}`,
+      `p50 ${ms(size.list.p50)}`,
+      `workerd CPU ${size.list.cpu.toFixed(2)} ms per request; ${size.list.rows} rows`,
+    );
+    for (const [what, cost] of [
+      [`sessions_search "${RARE_WORD}" (in ${RARE_HITS} messages)`, size.rare],
+      [`sessions_search "${COMMON_WORD}" (in ~2% of messages)`, size.common],
+    ] as const) {
+      row(
+        "15",
+        `${what} (limit 10) at ${at}`,
+        `p50 ${ms(cost.p50)}`,
+        `workerd CPU ${cost.cpu.toFixed(2)} ms per request (${(cost.cpu / size.list.cpu).toFixed(2)}× the list's); ${cost.rows} hits per page; alternating blocks of 25`,
+      );
+    }
+    bars.push({
+      name: `sessions_search (rare word) within 2× of sessions_list (10 rows) at ${at}`,
+      rule: "p50 and workerd CPU per request ÷ the list's ≤ 2",
+      actual: `p50 ${(size.rare.p50 / size.list.p50).toFixed(2)}×, CPU ${(size.rare.cpu / size.list.cpu).toFixed(2)}× (${ms(size.rare.p50)} vs ${ms(size.list.p50)}; ${size.rare.cpu.toFixed(2)} ms vs ${size.list.cpu.toFixed(2)} ms)`,
+      pass: size.rare.p50 <= 2 * size.list.p50 && size.rare.cpu <= 2 * size.list.cpu,
+    });
+  }
+  const [small, large] = sizes;
+  if (small && large) {
+    bars.push({
+      name: "sessions_search (rare word) flat: 10k/100k ≤ 1.3× 1k/10k",
+      rule: "p50 and workerd CPU per request (large ÷ small) ≤ 1.3",
+      actual: `p50 ${(large.rare.p50 / small.rare.p50).toFixed(2)}×, CPU ${(large.rare.cpu / small.rare.cpu).toFixed(2)}× (common word: CPU ${(large.common.cpu / small.common.cpu).toFixed(2)}×, its hits grow with the corpus)`,
+      pass: large.rare.p50 <= 1.3 * small.rare.p50 && large.rare.cpu <= 1.3 * small.rare.cpu,
+    });
+  }
+}
+
 async function phaseDbLoad(): Promise<void> {
   if (!startServer) throw new Error("launcher not loaded");
   const dir = scratchDir("switchboard-bench-db-load-");

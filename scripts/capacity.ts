@@ -248,6 +248,7 @@ function costedOf(m: DbLoadMeasurement): CostedWorkload[] {
         label,
         modelMs: w.modelMs ?? 0,
         modelCalls,
+        searchIndexRows: w.searchIndexRowsPerMessage,
         units: {
           workerRequests: b.workerRequests,
           workerCpuMs: b.cpuMs ?? w.cpuMsPerMessage ?? 0,

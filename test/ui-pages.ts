@@ -5,6 +5,7 @@
 export const UI_PAGES = [
   "/ui",
   "/ui/sessions",
+  "/ui/search?q=hello",
   "/ui/session?key=agent:main:main",
   "/ui/runs",
   "/ui/deliveries",

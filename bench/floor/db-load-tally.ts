@@ -221,6 +221,8 @@ export interface DeferredAnswer extends BriefTally {
 
 /** What `GET /__bench/d1-state` reads of one database (through the real binding, not counted). */
 export interface DatabaseState {
+  /** Messages in the transcript search index (migration 0010's `messages_fts`). */
+  indexed: number;
   runs: number;
   activeRuns: number;
   deliveries: number;

@@ -1201,7 +1201,7 @@ function briefOf(t: Tally): BriefTally {
   };
 }
 
-const STATE_FIELDS = ["runs", "activeRuns", "deliveries", "openDeliveries", "sessions", "sizeBytes"] as const;
+const STATE_FIELDS = ["runs", "activeRuns", "deliveries", "openDeliveries", "sessions", "indexed", "sizeBytes"] as const;
 
 async function databaseState(db: D1Database): Promise<DatabaseState> {
   const { results, meta } = await db
@@ -1210,7 +1210,8 @@ async function databaseState(db: D1Database): Promise<DatabaseState> {
   (select count(*) from runs where status in ('queued', 'running')) as activeRuns,
   (select count(*) from deliveries) as deliveries,
   (select count(*) from deliveries where status in ('pending', 'retrying')) as openDeliveries,
-  (select count(*) from sessions) as sessions`,
+  (select count(*) from sessions) as sessions,
+  (select count(*) from messages_fts_docsize) as indexed`,
     )
     .all<Omit<DatabaseState, "sizeBytes">>();
   const row = results[0];

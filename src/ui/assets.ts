@@ -68,6 +68,11 @@ dl.fields dt{color:var(--muted);font-size:.88em}dl.fields dd{margin:0;overflow-w
 .msg.user{border-left:4px solid #6b7280}.msg.assistant{border-left:4px solid var(--accent)}
 .msg.toolResult{border-left:4px solid #9ca3af;background:#fafbfc;padding:.3rem .8rem}
 .msg.system{border-left:4px solid var(--warn)}
+.msg:target{outline:2px solid var(--accent);outline-offset:2px}
+ol.hits{list-style:none;padding:0;margin:0}
+.hit{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.5rem .8rem;margin:.5rem 0}
+.hit .excerpt{display:block;color:var(--fg);text-decoration:none;overflow-wrap:anywhere;margin-top:.2rem}
+.hit mark{background:#fde68a;color:inherit;padding:0 .1em;border-radius:2px}
 .msg.compaction{border:1px dashed var(--warn);background:#fffbeb}
 details>summary{cursor:pointer;color:var(--muted);font-size:.9em}
 details.tool{margin:.3rem 0}

@@ -10,6 +10,7 @@ import { CSRF_FIELD } from "./auth";
 
 export const NAV = [
   ["/ui/sessions", "Sessions"],
+  ["/ui/search", "Search"],
   ["/ui/runs", "Runs"],
   ["/ui/deliveries", "Deliveries"],
   ["/ui/jobs", "Jobs"],

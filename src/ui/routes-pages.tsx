@@ -13,6 +13,7 @@ import { DeliveriesPage, type DeliveryRow } from "./pages/deliveries";
 import { type JobRow, JobsPage } from "./pages/jobs";
 import { type ApprovedSender, PairingPage, type PendingCode } from "./pages/pairing";
 import { type RunRow, RunsPage, RunsTable } from "./pages/runs";
+import { type SearchData, SearchPage } from "./pages/search";
 import { type SessionEntry, SessionLive, SessionPage, type TrackedRun } from "./pages/session";
 import { type SessionListRow, SessionsPage, SessionsTable } from "./pages/sessions";
 
@@ -50,20 +51,44 @@ export const pages = new Hono<UiEnv>()
     if (!key) throw new ApiError("INVALID_REQUEST", "`key` is required: the session key to show");
     const before = queryInt(c, "before");
     if (before === 0) throw new ApiError("INVALID_REQUEST", "`before` must be a seq of 1 or more");
+    // A search hit: a transcript of this key (maybe from before a reset), around a seq.
+    const sessionId = query(c, "sessionId");
+    const around = queryInt(c, "around");
+    if (around === 0) throw new ApiError("INVALID_REQUEST", "`around` must be a seq of 1 or more");
     const runId = query(c, "run");
     const [entry, history, run] = await Promise.all([
       rpc<SessionEntry>(c, "sessions.get", { key }),
-      rpc<{ messages: TranscriptMessage[]; hasMore: boolean; nextBefore?: number }>(c, "chat.history", {
-        sessionKey: key,
-        limit: TRANSCRIPT_PAGE,
-        includeTools: true,
-        ...(before ? { before } : {}),
-      }),
+      rpc<{ messages: TranscriptMessage[]; hasMore: boolean; nextBefore?: number; sessionId: string }>(
+        c,
+        "chat.history",
+        {
+          sessionKey: key,
+          limit: TRANSCRIPT_PAGE,
+          includeTools: true,
+          ...(before ? { before } : {}),
+          ...(sessionId ? { sessionId } : {}),
+          ...(around ? { aroundSeq: around } : {}),
+        },
+      ),
       runId ? trackedRun(c, runId) : undefined,
     ]);
-    const data = { entry, ...history, before, run, liveUrl: liveUrl(c) };
+    const data = { entry, ...history, before, around, run, liveUrl: liveUrl(c) };
     if (wantsFragment(c)) return c.html(<SessionLive {...data} />);
     return c.html(<SessionPage {...data} csrf={c.get("csrfToken")} notice={query(c, "notice")} />);
+  })
+
+  .get("/search", async (c) => {
+    const q = query(c, "q");
+    const cursor = query(c, "cursor");
+    const data = q
+      ? await rpc<SearchData>(c, "sessions.search", {
+          query: q.slice(0, 200),
+          limit: PAGE_SIZE,
+          archived: "all",
+          ...(cursor ? { cursor } : {}),
+        })
+      : undefined;
+    return c.html(<SearchPage data={data} csrf={c.get("csrfToken")} />);
   })
 
   .get("/runs", async (c) => {

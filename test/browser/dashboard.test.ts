@@ -218,6 +218,37 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
     await page.getByText("Newest messages »").waitFor();
   });
 
+  it("searches transcripts and opens a hit at its message, in the transcript from before a reset", async () => {
+    // message 3 of the long thread is in the transcript the reset leaves behind.
+    const before = await gw.call<{ sessionId: string }>("sessions.get", { key: "agent:main:long-thread" });
+    await gw.call("sessions.reset", { key: "agent:main:long-thread" });
+    await page.goto(url("/ui/search"));
+    await page.fill("input[name=q]", '"message 3"');
+    await page.click("form[role=search] button[type=submit]");
+    await page.waitForURL((u) => u.pathname === "/ui/search" && u.searchParams.get("q") === '"message 3"');
+    const hits = page.locator("ol.hits li.hit");
+    await hits.first().waitFor();
+    const answer = await gw.call<{ results: Array<{ seq: number; role: string; sessionId: string }> }>(
+      "sessions.search",
+      { query: '"message 3"', limit: 50, archived: "all" },
+    );
+    // The page shows what sessions.search answers, the match marked.
+    expect(await hits.count()).toBe(answer.results.length);
+    expect(await hits.first().locator("mark").allTextContents()).toEqual(["message", "3"]);
+    const user = answer.results.find((h) => h.role === "user");
+    expect(user?.sessionId).toBe(before.sessionId);
+    await screenshot(page, "search-desktop");
+    await page.locator(`ol.hits a.excerpt[href$='#m${user?.seq}']`).first().click();
+    await page.waitForURL(
+      (u) => u.pathname === "/ui/session" && u.searchParams.get("sessionId") === before.sessionId,
+    );
+    const target = page.locator(`#m${user?.seq}`);
+    await target.waitFor();
+    expect(await target.locator(".text").textContent()).toBe("message 3");
+    expect(await page.evaluate(() => window.location.hash)).toBe(`#m${user?.seq}`);
+    await page.getByText("from before a reset of this session").waitFor();
+  });
+
   it("shows runs with status, error cause, duration and tokens", async () => {
     await page.goto(url("/ui/runs"));
     const table = page.locator("table[aria-label=Runs]");

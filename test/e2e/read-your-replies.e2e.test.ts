@@ -12,8 +12,8 @@
  * not a wrong expectation.
  *
  * Surfaces: `chat.history`, `sessions_history` (POST /tools/invoke), `runs.get`, the transcript
- * export, the dashboard's session page, `sessions.get` and `sessions.list`. `sessions_search`
- * is not a surface of the gateway yet, so it is not read here.
+ * export, the dashboard's session page, `sessions.get`, `sessions.list`, and transcript search
+ * (`sessions.search`, `sessions_search`), whose hits reopen with `chat.history`'s `aroundSeq`.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { type DeliveryBody, type FakeConnector, startFakeConnector } from "./support/fake-connector.ts";
@@ -504,5 +504,56 @@ describe("/send off, read when its notice reaches the connector", () => {
       readValue(atDelivery, "sessions.get at the delivery"),
       "sessions.get at the delivery of the notice",
     ).toMatchObject({ sendPolicy: "deny" });
+  });
+});
+
+interface SearchAnswer {
+  count: number;
+  results: Array<{ sessionKey: string; sessionId: string; seq: number; role: string; excerpt: string }>;
+}
+
+describe("transcript search, read when a reply reaches the connector", () => {
+  it("sessions.search and sessions_search find the message and its reply; after a reset the hit reopens around its seq", async () => {
+    const { peer, key } = newPeer();
+    const { sessionId } = await warmUp(peer);
+    const word = `quetzal${Date.now().toString(36)}`;
+    model.setFallback({ text: `the ${word} flies` });
+    const read = () =>
+      Promise.all([
+        settle(gw.call<SearchAnswer>("sessions.search", { query: word })),
+        settle(invoke("sessions_search", { query: word }).then((r) => r as unknown as SearchAnswer)),
+      ]);
+    const seen = readAtDelivery((b) => b.sessionKey === key && b.kind === "reply", read);
+    const ack = await say(peer, `have you seen a ${word}?`);
+    const [rpcAtDelivery, toolAtDelivery] = await seen;
+    await ended(ack.runId);
+    for (const [found, what] of [
+      [rpcAtDelivery, "sessions.search at the delivery"],
+      [toolAtDelivery, "sessions_search at the delivery"],
+    ] as const) {
+      const answer = readValue(found, what);
+      expect(answer.results.map((h) => h.role).sort(), what).toEqual(["assistant", "user"]);
+      expect(
+        answer.results.every((h) => h.sessionId === sessionId && h.excerpt.includes(`**${word}**`)),
+      ).toBe(true);
+    }
+    // A query made of FTS5 syntax is text.
+    for (const query of ['"', "NEAR(", `${word}*`, "-x", "a:b"]) {
+      expect(await settle(gw.call<SearchAnswer>("sessions.search", { query })), query).toMatchObject({
+        ok: true,
+      });
+    }
+
+    // After a reset the hit is in the transcript from before it, and reopens there.
+    await gw.call("sessions.reset", { key });
+    const after = await gw.call<SearchAnswer>("sessions.search", { query: word, roles: ["user"] });
+    const hit = after.results[0];
+    expect(hit).toMatchObject({ sessionKey: key, sessionId, role: "user" });
+    const page = await gw.call<{ sessionId: string; messages: Array<{ seq: number }>; hasNewer: boolean }>(
+      "chat.history",
+      { sessionKey: key, sessionId, aroundSeq: hit?.seq, limit: 2 },
+    );
+    expect(page.sessionId).toBe(sessionId);
+    expect(page.messages.map((m) => m.seq)).toEqual([hit?.seq, (hit?.seq ?? 0) + 1]);
   });
 });

@@ -52,6 +52,10 @@ export interface SessionData {
   hasMore: boolean;
   nextBefore?: number;
   before?: number;
+  /** The transcript shown (the entry's current one, or one from before a reset). */
+  sessionId?: string;
+  /** The seq the page is centred on (a search hit). */
+  around?: number;
   run?: TrackedRun;
   liveUrl: string;
 }
@@ -79,11 +83,25 @@ export const SessionLive: FC<SessionData> = (d) => (
         </span>
       )}
     </div>
+    {d.sessionId !== undefined && d.sessionId !== d.entry.sessionId && (
+      <p class="muted">
+        Transcript <code>{d.sessionId}</code>, from before a reset of this session.
+      </p>
+    )}
     <nav class="pager" aria-label="Transcript pages">
       {d.hasMore && d.nextBefore !== undefined && (
-        <a href={sessionHref(d.entry.key, { before: String(d.nextBefore) })}>« Older messages</a>
+        <a
+          href={sessionHref(d.entry.key, {
+            before: String(d.nextBefore),
+            ...(d.sessionId && d.sessionId !== d.entry.sessionId ? { sessionId: d.sessionId } : {}),
+          })}
+        >
+          « Older messages
+        </a>
       )}
-      {d.before !== undefined && <a href={sessionHref(d.entry.key)}>Newest messages »</a>}
+      {(d.before !== undefined || d.around !== undefined) && (
+        <a href={sessionHref(d.entry.key)}>Newest messages »</a>
+      )}
     </nav>
     <Transcript messages={d.messages} />
   </section>

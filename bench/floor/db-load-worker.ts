@@ -1201,7 +1201,15 @@ function briefOf(t: Tally): BriefTally {
   };
 }
 
-const STATE_FIELDS = ["runs", "activeRuns", "deliveries", "openDeliveries", "sessions", "indexed", "sizeBytes"] as const;
+const STATE_FIELDS = [
+  "runs",
+  "activeRuns",
+  "deliveries",
+  "openDeliveries",
+  "sessions",
+  "indexed",
+  "sizeBytes",
+] as const;
 
 async function databaseState(db: D1Database): Promise<DatabaseState> {
   const { results, meta } = await db

@@ -224,7 +224,7 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
     await gw.call("sessions.reset", { key: "agent:main:long-thread" });
     await page.goto(url("/ui/search"));
     await page.fill("input[name=q]", '"message 3"');
-    await page.click("form[role=search] button[type=submit]");
+    await page.click("search form button[type=submit]");
     await page.waitForURL((u) => u.pathname === "/ui/search" && u.searchParams.get("q") === '"message 3"');
     const hits = page.locator("ol.hits li.hit");
     await hits.first().waitFor();

@@ -35,18 +35,20 @@ export function hitHref(hit: Pick<SearchHit, "sessionKey" | "sessionId" | "seq">
 export const SearchPage: FC<{ data?: SearchData; csrf: string }> = ({ data, csrf }) => (
   <Page title="Search" section="/ui/search" csrf={csrf}>
     <h1>Search transcripts</h1>
-    <form method="get" action="/ui/search" class="filters" role="search">
-      <input
-        name="q"
-        type="search"
-        value={data?.query ?? ""}
-        placeholder='words, or "a phrase"'
-        aria-label="Search transcripts"
-        maxlength={200}
-        required
-      />
-      <button type="submit">Search</button>
-    </form>
+    <search>
+      <form method="get" action="/ui/search" class="filters">
+        <input
+          name="q"
+          type="search"
+          value={data?.query ?? ""}
+          placeholder='words, or "a phrase"'
+          aria-label="Search transcripts"
+          maxlength={200}
+          required
+        />
+        <button type="submit">Search</button>
+      </form>
+    </search>
     {data &&
       (data.results.length === 0 ? (
         <p class="card empty">No message matches {JSON.stringify(data.query)}.</p>

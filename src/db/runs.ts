@@ -5,7 +5,7 @@
  * (primary keys, `INSERT OR IGNORE`, upserts) so that retries never duplicate rows.
  */
 import { and, desc, eq, inArray, lt, or, type SQL, sql } from "drizzle-orm";
-import { allDatabases, databaseOfKey, databaseOfRun, readEach } from "./placement";
+import { allDatabases, databaseOfKey, databaseOfRun, groupByDatabase, readEach } from "./placement";
 import { type DeliveryRow, database, firstOf, type RunRow, statement } from "./queries";
 import { col, selectRows } from "./reads";
 import * as schema from "./schema";
@@ -294,4 +294,42 @@ export async function staleActiveRuns(env: Env, before: number, limit: number) {
       .all(),
   );
   return found.flat();
+}
+
+/** A sub-agent's task run (`trigger` spawn) as `subagents list` shows it. */
+export interface SpawnedRun {
+  runId: string;
+  sessionKey: string;
+  status: string;
+  createdAt: number;
+  startedAt: number | null;
+  endedAt: number | null;
+  /** The child transcript's first message (`content` JSON): the task. */
+  task: string | null;
+}
+
+/**
+ * The task runs of `children` (sub-agent sessions and their current transcripts), with each
+ * task's text, one statement per database holding some of them (`runs_session` and the
+ * messages' primary key serve it).
+ */
+export async function spawnedRuns(
+  env: Env,
+  children: ReadonlyArray<{ key: string; sessionId: string }>,
+): Promise<SpawnedRun[]> {
+  if (children.length === 0) return [];
+  const answers = await Promise.all(
+    groupByDatabase(env, children, (c) => c.key).map(({ db, items }) =>
+      db
+        .prepare(
+          `SELECT r.run_id AS runId, r.session_key AS sessionKey, r.status AS status, r.created_at AS createdAt,
+             r.started_at AS startedAt, r.ended_at AS endedAt,
+             (SELECT m.content FROM messages AS m WHERE m.session_id = c.value ->> 1 ORDER BY m.seq LIMIT 1) AS task
+           FROM json_each(?) AS c JOIN runs AS r ON r.session_key = c.value ->> 0 AND r.trigger = 'spawn'`,
+        )
+        .bind(JSON.stringify(items.map((c) => [c.key, c.sessionId])))
+        .all<SpawnedRun>(),
+    ),
+  );
+  return answers.flatMap((a) => a.results);
 }

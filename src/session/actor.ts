@@ -37,7 +37,7 @@ import { type ActorHosts, actorHosts } from "./hosts";
 import { admit } from "./run/admission";
 import { type AttemptEnd, attemptHead, dropQueued } from "./run/lifecycle";
 import { abortCurrent, type LiveRun } from "./run/live";
-import { progressOf, RunQueue } from "./run/queue";
+import { progressOf, RunQueue, specOf } from "./run/queue";
 import { queuedRunRecord } from "./run/run-row";
 import { RunWaiters, waitResultOf } from "./run/waiters";
 import { ActorScheduler } from "./scheduler";
@@ -230,6 +230,17 @@ export class SessionActor extends DurableObject<Env> {
     const row = this.queue.byRunId(runId);
     if (!row) return "unknown";
     return queuedRunRecord(row);
+  }
+
+  /** What run `runId` was asked (its inputs' text) while this session holds it queued or running. */
+  async runInput(sessionKey: string, runId: string): Promise<string | undefined> {
+    await this.bind(sessionKey);
+    const row = this.queue.byRunId(runId);
+    return row
+      ? specOf(row)
+          .req.inputs.map((i) => i.text)
+          .join("\n")
+      : undefined;
   }
 
   /**

@@ -20,6 +20,7 @@ import { sessionsListTool } from "./sessions-list";
 import { sessionsSearchTool } from "./sessions-search";
 import { sessionsSendTool } from "./sessions-send";
 import { sessionsSpawnTool } from "./sessions-spawn";
+import { subagentsTool } from "./subagents";
 import type { AgentTool } from "./types";
 
 /** The tools that act on other sessions. */
@@ -29,6 +30,7 @@ export const SESSION_TOOL_NAMES: ReadonlySet<string> = new Set([
   "sessions_send",
   "sessions_spawn",
   "sessions_search",
+  "subagents",
 ]);
 
 const registry: AgentTool[] = [
@@ -38,6 +40,7 @@ const registry: AgentTool[] = [
   sessionsSearchTool,
   sessionsSendTool,
   sessionsSpawnTool,
+  subagentsTool,
   agentsListTool,
   sessionStatusTool,
   memoryReadTool,

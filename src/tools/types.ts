@@ -37,6 +37,10 @@ export interface SessionPort {
   enqueue(req: EnqueueRequest): Promise<EnqueueResult>;
   waitForRun(sessionKey: string, runId: string, timeoutMs: number): Promise<WaitResult | ActorError>;
   queueDepth(sessionKey: string): Promise<QueueDepth>;
+  /** What a run the session holds (queued or running) was asked: its inputs' text. */
+  runInput(sessionKey: string, runId: string): Promise<string | undefined>;
+  /** Aborts the session's running run (and drops its waiting ones with `clearQueue`). */
+  abort(sessionKey: string, clearQueue: boolean): Promise<{ aborted: number }>;
 }
 
 export interface ToolContext {

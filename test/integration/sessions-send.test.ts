@@ -310,6 +310,8 @@ describe("sessions_send's wait", () => {
         return { runId, status: "timeout", runStatus: "queued" };
       },
       queueDepth: async () => ({ waiting: 0, running: false }),
+      runInput: async () => undefined,
+      abort: async () => ({ aborted: 0 }),
     };
     const ctx = (calledAt?: number): ToolContext => ({
       caller: {

@@ -8,13 +8,19 @@ import type { Findings } from "./findings";
 /** Warns about the settings; returns the sandboxed agents (the report lists them). */
 export function auditSettings(config: Config, found: Findings): string[] {
   for (const tool of config.gateway.tools.allow.filter(
-    (t) => t === "sessions_send" || t === "sessions_spawn",
+    (t) => t === "sessions_send" || t === "sessions_spawn" || t === "subagents",
   )) {
+    const can =
+      tool === "sessions_send"
+        ? "message any visible session"
+        : tool === "sessions_spawn"
+          ? "start sub-agents"
+          : "cancel sub-agent runs";
     found.warn({
       id: "http-session-tool",
       severity: "medium",
       setting: "gateway.tools.allow",
-      message: `${tool} is allowed over /tools/invoke and /mcp: operator-token holders can ${tool === "sessions_send" ? "message any visible session" : "start sub-agents"} over HTTP; remove it unless needed`,
+      message: `${tool} is allowed over /tools/invoke and /mcp: operator-token holders can ${can} over HTTP; remove it unless needed`,
     });
   }
   const a2a = config.tools.agentToAgent;

@@ -161,6 +161,29 @@ export function exceptionSummary(error: unknown): string {
   return text.length > 300 ? `${text.slice(0, 300)}…` : text || "tool failed";
 }
 
+/**
+ * A turn ended by a tool (`AgentTool.endsTurn`, e.g. sessions_yield): one of the results of the
+ * last assistant message's calls says so, and with which reply. Read from the checkpoint.
+ */
+function turnEndedByTool(
+  produced: readonly TranscriptMessage[],
+  tools: readonly AgentTool[],
+): { reply: string } | undefined {
+  for (let i = produced.length - 1; i >= 0; i--) {
+    const m = produced[i] as TranscriptMessage;
+    if (m.role === "assistant") return undefined;
+    const def = m.role === "toolResult" && !m.isError ? tools.find((t) => t.name === m.toolName) : undefined;
+    if (!def?.endsTurn) continue;
+    try {
+      const ended = def.endsTurn(JSON.parse(textOf(m)));
+      if (ended) return ended;
+    } catch {
+      // a result that is not JSON ends nothing
+    }
+  }
+  return undefined;
+}
+
 async function runTool(
   call: { id: string; name: string; arguments: unknown },
   calledAt: number,
@@ -213,6 +236,8 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
       }
       continue;
     }
+    const ended = turnEndedByTool(cp.produced, input.tools);
+    if (ended) return { reply: ended.reply, checkpoint: cp, stepLimitReached: false };
     const lastProduced = cp.produced[cp.produced.length - 1];
     const finished = lastProduced?.role === "assistant";
     if (finished || cp.step >= input.maxSteps) {

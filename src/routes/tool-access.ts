@@ -20,7 +20,7 @@ import { findTool, toolsForSession } from "../tools/registry";
 import { type AgentTool, isToolFailure, type ToolContext } from "../tools/types";
 
 /** Tools that act on other sessions' runs: only over HTTP when `gateway.tools.allow` lists them. */
-const HTTP_GATED = new Set(["sessions_send", "sessions_spawn", "subagents"]);
+const HTTP_GATED = new Set(["sessions_send", "sessions_spawn", "subagents", "sessions_yield"]);
 
 export type ToolErrorType =
   | "invalid_request"

@@ -20,6 +20,7 @@ import { sessionsListTool } from "./sessions-list";
 import { sessionsSearchTool } from "./sessions-search";
 import { sessionsSendTool } from "./sessions-send";
 import { sessionsSpawnTool } from "./sessions-spawn";
+import { sessionsYieldTool } from "./sessions-yield";
 import { subagentsTool } from "./subagents";
 import type { AgentTool } from "./types";
 
@@ -31,6 +32,7 @@ export const SESSION_TOOL_NAMES: ReadonlySet<string> = new Set([
   "sessions_spawn",
   "sessions_search",
   "subagents",
+  "sessions_yield",
 ]);
 
 const registry: AgentTool[] = [
@@ -41,6 +43,7 @@ const registry: AgentTool[] = [
   sessionsSendTool,
   sessionsSpawnTool,
   subagentsTool,
+  sessionsYieldTool,
   agentsListTool,
   sessionStatusTool,
   memoryReadTool,

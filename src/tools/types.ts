@@ -82,6 +82,11 @@ export interface AgentTool<S extends z.ZodType = z.ZodType> {
   description: string;
   schema: S;
   execute(input: z.output<S>, ctx: ToolContext): Promise<unknown>;
+  /**
+   * Whether a result of this tool ends the turn (no further model step), and the run's reply
+   * then: the agent loop reads it from the checkpoint, so a resumed run ends the same way.
+   */
+  endsTurn?(result: unknown): { reply: string } | undefined;
 }
 
 export function defineTool<S extends z.ZodType>(tool: AgentTool<S>): AgentTool {

@@ -15,11 +15,15 @@ export interface ModelRequest {
   messages: Array<{ role: string; content: unknown }>;
 }
 
-/** `delayMs` answers only after that many milliseconds (a slow model). */
+/**
+ * `delayMs` answers only after that many milliseconds (a slow model); `held` answers only once
+ * it returns false (checked every few milliseconds; the call's abort still ends it).
+ */
+type Timing = { delayMs?: number; held?: () => boolean };
 export type ModelAnswer =
-  | { text: string; delayMs?: number }
-  | { tool: string; args: unknown; delayMs?: number }
-  | { status: number; error: string; delayMs?: number };
+  | ({ text: string } & Timing)
+  | ({ tool: string; args: unknown } & Timing)
+  | ({ status: number; error: string } & Timing);
 
 /** Config pieces that route a session's runs to the scripted model. */
 export const SCRIPTED_MODEL_CONFIG = {
@@ -78,6 +82,10 @@ export function scriptedWorld(answer: (req: ModelRequest) => ModelAnswer) {
           reject(signal.reason);
         });
       });
+    }
+    while (a.held?.()) {
+      init?.signal?.throwIfAborted();
+      await new Promise((r) => setTimeout(r, 5));
     }
     if ("status" in a)
       return new Response(JSON.stringify({ error: { message: a.error } }), { status: a.status });

@@ -16,7 +16,7 @@ export type EntryPatch = Partial<
 /** What the operator's edits use of the actor. */
 export interface EntryHost {
   readonly config: Config;
-  readonly store: Pick<ActorStore, "entry" | "saveEntry">;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "setYielding">;
   readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted">;
 }
 
@@ -52,6 +52,8 @@ export async function resetSession(
   const next = resetEntry(entry, now);
   next.expiresAt = entryExpiry(next, a.config);
   a.store.saveEntry(next);
+  // A yield belongs to the conversation it was made in (SPEC §20): the new one starts without it.
+  a.store.setYielding(undefined);
   await a.records.sessionStarted(next, now);
   return { key: next.key, sessionId: next.sessionId };
 }

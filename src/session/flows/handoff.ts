@@ -24,7 +24,10 @@ import { buildAnnouncement, type NextRun, nextExchangeStep, spawnAnnouncePrompt 
 export interface FlowHost extends PostHost {
   readonly env: Env;
   readonly config: Config;
-  readonly store: Pick<ActorStore, "announced" | "keepAnnouncement" | "entry" | "saveEntry" | "markHistory">;
+  readonly store: Pick<
+    ActorStore,
+    "announced" | "keepAnnouncement" | "entry" | "saveEntry" | "markHistory" | "yielding" | "setYielding"
+  >;
   readonly records: Pick<ActorRecords, "messagesAppended" | "sessionStarted">;
   /** Admits a run into this same session, without an RPC hop (an announce or exchange step). */
   admit(req: EnqueueRequest): Promise<EnqueueResult>;
@@ -135,6 +138,9 @@ async function enqueueFlowStep(a: FlowHost, next: NextRun, from: EnqueueRequest)
 /**
  * Records a sub-agent announcement in this (requester) session: appended to its current
  * transcript with `subagent_announce` provenance, and posted to its chat route when it has one.
+ * While the session is yielded to that sub-agent (SPEC §20 `sessions_yield`), the announcement
+ * is instead the user message of a run it starts here (its id derives from the announcement's,
+ * so a repeat starts it once), and the yield ends with the last child it waited on.
  */
 export async function recordAnnouncement(
   a: FlowHost,
@@ -153,20 +159,41 @@ export async function recordAnnouncement(
     a.store.saveEntry(entry);
     await a.records.sessionStarted(entry, now);
   }
-  await a.records.messagesAppended(entry.sessionId, [
-    {
-      id: ann.id,
-      role: "user",
-      content: [{ type: "text", text: boundedText(ann.text) }],
-      timestamp: now,
-      provenance: {
-        kind: "subagent_announce",
-        sourceSessionKey: ann.sourceSessionKey,
-        sourceTool: "sessions_spawn",
-      },
+  const message = {
+    text: boundedText(ann.text),
+    provenance: {
+      kind: "subagent_announce" as const,
+      sourceSessionKey: ann.sourceSessionKey,
+      sourceTool: "sessions_spawn",
     },
-  ]);
-  a.store.markHistory(entry.sessionId);
+  };
+  const yielded = a.store.yielding();
+  const resumes = yielded?.waitingOn.includes(ann.sourceSessionKey);
+  if (resumes) {
+    // Admitted before the announcement is kept: a crash between them admits it again, once.
+    const started = await a.admit({
+      sessionKey,
+      runId: await stableUuid(`${ann.id}:yield`),
+      trigger: "announce",
+      inputs: [{ ...message, timestamp: now }],
+      deliver: true,
+      init: ann.init,
+      userInteraction: false,
+      hasThread: false,
+    });
+    if (!started.ok) throw new Error(`could not start the run for the announcement: ${started.message}`);
+  } else {
+    await a.records.messagesAppended(entry.sessionId, [
+      {
+        id: ann.id,
+        role: "user",
+        content: [{ type: "text", text: message.text }],
+        timestamp: now,
+        provenance: message.provenance,
+      },
+    ]);
+    a.store.markHistory(entry.sessionId);
+  }
   // Checked again, and recorded in the same synchronous step as the delivery's local row (which
   // queueDelivery adds before its first await): a repeat that raced this one delivers nothing,
   // and a crash before this step leaves the announcement to be posted again.
@@ -176,5 +203,11 @@ export async function recordAnnouncement(
     ? queueDelivery(a, `${ann.id}:announce`, { kind: "announce", text: ann.text }, route, entry, sessionKey)
     : Promise.resolve(false);
   a.store.keepAnnouncement(ann.id, now);
+  const current = a.store.yielding();
+  if (resumes && current) {
+    // The yield ends when no child it waited on is left.
+    const waitingOn = current.waitingOn.filter((k) => k !== ann.sourceSessionKey);
+    a.store.setYielding(waitingOn.length ? { ...current, waitingOn } : undefined);
+  }
   return { delivered: await queued };
 }

@@ -21,7 +21,10 @@ import { type QueuedRun, type RunQueue, specOf } from "./queue";
 /** What admission uses of the actor: its entry and run ids, the queue, the accept's records. */
 export interface AdmissionHost {
   readonly config: Config;
-  readonly store: Pick<ActorStore, "accepted" | "entry" | "saveEntry" | "keepAnswer" | "hasHistory">;
+  readonly store: Pick<
+    ActorStore,
+    "accepted" | "entry" | "saveEntry" | "keepAnswer" | "hasHistory" | "setYielding"
+  >;
   readonly queue: Pick<RunQueue, "summary" | "insert" | "updateSpec">;
   readonly records: Pick<ActorRecords, "runAccepted">;
   /** The run executing now and the sessions it waits on (an answer names them). */
@@ -166,6 +169,8 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
     entry.runStatus = "running";
   }
   a.store.saveEntry(entry);
+  // A yield belongs to the conversation it was made in (SPEC §20): a reset ends it.
+  if (resetHappened) a.store.setYielding(undefined);
   const result = { ok: true as const, runId, sessionKey: req.sessionKey, sessionId: entry.sessionId, status };
   const waitingOn = a.live.current ? [...a.live.waitingOn.keys()] : [];
   a.store.keepAnswer(req.runId, result, now);

@@ -15,6 +15,11 @@
  *                                                          row                           on the finalize)
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
  *                                                          entry's usage accounted
+ *   yielded     an ended turn's last tool call was         DO: the `yield` kv (the       -
+ *               sessions_yield (tools/sessions-yield.ts):  children waited on), in the
+ *               each announcement of a child waited on      same step as `ended`
+ *               starts a run here until none is left
+ *               (flows/handoff.ts)
  *   finalized   the finalize batch is written              D1                            the run's inputs, steps and
  *                                                                                        reply, its row as it ended,
  *                                                                                        the entry (and the
@@ -52,6 +57,7 @@ import { emptyCheckpoint } from "../../agent/loop";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../../runs/types";
+import { yieldOf } from "../../tools/sessions-yield";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
 import type { ActorRecords, RunRecord } from "../d1/records";
@@ -90,7 +96,7 @@ export interface LifecycleHost {
     | "rows"
     | "remove"
   >;
-  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "markHistory" | "keepOutcome">;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "markHistory" | "keepOutcome" | "setYielding">;
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
   readonly waiters: Pick<RunWaiters, "notify">;
@@ -176,6 +182,9 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
       // The run is the head: whatever else the queue holds waits behind it.
       a.store.saveEntry(accountRun(entry, progress, progress.outcome, a.queue.othersWaiting()));
     }
+    // yielded: in this same synchronous step as the outcome below.
+    const yielded = progress.outcome.status === "ok" ? yieldOf(progress.loop.produced) : undefined;
+    if (yielded) a.store.setYielding({ runId, since: Date.now(), waitingOn: yielded.waitingOn });
     // ended: its last message is held in the checkpoint with the outcome (the run's end removes
     // both with its row; no step row is written for it).
     a.queue.saveProgress(row, progress, true);

@@ -201,6 +201,20 @@ export const stepCodec = durableCodec("run step", 1, TranscriptMessageSchema);
 export const outcomeCodec = durableCodec("run outcome", 1, RunOutcomeSchema);
 export const acceptedCodec = durableCodec("accepted answer", 1, AcceptedSchema);
 export const deferredRecordCodec = durableCodec("deferred record", 1, DeferredRecordSchema);
+/**
+ * A session that yielded to its sub-agents (SPEC §20 `sessions_yield`): the run that yielded,
+ * and the child sessions whose announcements it still waits for (each starts a run here).
+ */
+export interface YieldState {
+  runId: string;
+  since: number;
+  waitingOn: string[];
+}
+export const yieldCodec = durableCodec(
+  "yield",
+  1,
+  z.looseObject({ runId: str, since: num, waitingOn: z.array(str) }) as z.ZodType<YieldState>,
+);
 export const contextStateCodec = durableCodec(
   "context state",
   1,

@@ -9,7 +9,7 @@
 import type { SessionRow } from "../../db/queries";
 import type { Accepted } from "../../runs/schemas";
 import type { RunOutcome } from "../../runs/types";
-import { acceptedCodec, entryCodec, outcomeCodec } from "./documents";
+import { acceptedCodec, entryCodec, outcomeCodec, type YieldState, yieldCodec } from "./documents";
 import { migrate } from "./schema";
 
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
@@ -104,6 +104,18 @@ export class ActorStore {
       JSON.stringify({ announcement: id }),
       at,
     );
+  }
+
+  /** The yield this session is in (SPEC §20 `sessions_yield`), if any. */
+  yielding(): YieldState | undefined {
+    const raw = this.kvGet("yield");
+    return raw ? yieldCodec.decode(raw) : undefined;
+  }
+
+  /** Starts, changes or (undefined) ends the session's yield. */
+  setYielding(state: YieldState | undefined): void {
+    if (state) this.kvSet("yield", yieldCodec.encode(state));
+    else if (this.kvGet("yield") !== undefined) this.kvDelete("yield");
   }
 
   finishedOutcome(runId: string): RunOutcome | undefined {

@@ -76,7 +76,16 @@ export interface AgentLoopInput {
   toolContext: Omit<ToolContext, "toolCallId">;
   /** Persist the checkpoint (durably) and append the new messages to the transcript. */
   persist(checkpoint: RunCheckpoint, appended: TranscriptMessage[]): Promise<void>;
+  /**
+   * Messages steering the run (SPEC §20): `waiting` says whether some arrived, `take` hands them
+   * over as user messages and forgets them; the loop checkpoints them in the same synchronous
+   * step (`persist`'s first part), so each is taken once.
+   */
+  steering?: { waiting(): boolean; take(): TranscriptMessage[] };
 }
+
+/** The result a tool call gets when a steering message arrived before it started (SPEC §20). */
+export const SKIPPED_FOR_STEER = "Skipped to process an incoming message.";
 
 export interface AgentLoopResult {
   reply: string;
@@ -220,7 +229,10 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     if (pending.calls.length > 0) {
       for (const call of pending.calls) {
         input.signal.throwIfAborted();
-        const result = await runTool(call, pending.calledAt, input);
+        // A steering message arrived: the calls not started yet give way to it.
+        const result = input.steering?.waiting()
+          ? { text: SKIPPED_FOR_STEER, isError: false }
+          : await runTool(call, pending.calledAt, input);
         const message: TranscriptMessage = {
           id: `${input.runId}:s${cp.step}:t:${call.id}`,
           role: "toolResult",
@@ -240,6 +252,13 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     if (ended) return { reply: ended.reply, checkpoint: cp, stepLimitReached: false };
     const lastProduced = cp.produced[cp.produced.length - 1];
     const finished = lastProduced?.role === "assistant";
+    // Before the next model step, the messages steering the run join it, in arrival order.
+    const steered = finished || cp.step >= input.maxSteps ? [] : (input.steering?.take() ?? []);
+    if (steered.length > 0) {
+      cp.produced.push(...steered);
+      await input.persist(cp, steered);
+      continue;
+    }
     if (finished || cp.step >= input.maxSteps) {
       const lastAssistant = [...cp.produced].reverse().find((m) => m.role === "assistant");
       return {

@@ -98,7 +98,12 @@ const SessionFields = z.strictObject({
     .prefault({}),
   queue: z
     .strictObject({
-      mode: z.enum(["followup", "collect"]).default("followup"),
+      /**
+       * What a message does while a run of the session is running (SPEC §20): `followup` queues
+       * it, `collect` merges it into the waiting run, `steer` adds it to the running run before
+       * its next model step, `interrupt` aborts the running run and queues it.
+       */
+      mode: z.enum(["followup", "collect", "steer", "interrupt"]).default("followup"),
       cap: PositiveInt.default(50),
     })
     .prefault({}),

@@ -23,7 +23,8 @@ export interface InboundAccepted {
   sessionKey: string;
   sessionId: string;
   runId: string;
-  status: "queued" | "duplicate" | "command";
+  /** `steered`: the message joined the running run `runId` (session.queue.mode steer). */
+  status: "queued" | "duplicate" | "command" | "steered";
 }
 
 /** A message the connector's access rules refused: never a turn (SPEC §18 "Access"). */

@@ -91,7 +91,7 @@ export const SessionRowSchema: z.ZodType<SessionRow> = z.looseObject({
   expiredAt: nullableNum,
 });
 
-const RunInputSchema: z.ZodType<RunInput> = z.looseObject({
+export const RunInputSchema: z.ZodType<RunInput> = z.looseObject({
   text: str,
   provenance: ProvenanceSchema,
   messageId: str.optional(),
@@ -177,6 +177,7 @@ export const EnqueueRequestSchema: z.ZodType<EnqueueRequest> = z.looseObject({
   hook: z.looseObject({ name: str.optional(), wake: z.boolean().optional() }).optional(),
   compact: z.looseObject({ instructions: str.optional() }).optional(),
   inbound: z.looseObject({ channel: str, accountId: str, messageId: str }).optional(),
+  steer: z.boolean().optional(),
 });
 
 export const RunOutcomeSchema: z.ZodType<RunOutcome> = z.looseObject({
@@ -196,6 +197,6 @@ export const AcceptedSchema: z.ZodType<Accepted> = z.looseObject({
   runId: str,
   sessionKey: str,
   sessionId: str,
-  status: z.enum(["queued", "duplicate", "command"]),
+  status: z.enum(["queued", "duplicate", "command", "steered"]),
   waitingOn: z.array(str).optional(),
 });

@@ -120,6 +120,8 @@ export interface EnqueueRequest {
   compact?: { instructions?: string };
   /** For webhooks: the connector message the run answers (channel, account, messageId). */
   inbound?: { channel: string; accountId: string; messageId: string };
+  /** Steer the running run with this message whatever the queue mode (`/steer`, sessions_send `steer`). */
+  steer?: boolean;
 }
 
 export type ActorError = {
@@ -134,7 +136,8 @@ export type EnqueueResult =
       runId: string;
       sessionKey: string;
       sessionId: string;
-      status: "queued" | "duplicate" | "command";
+      /** `steered`: added to the running run `runId` (SPEC §20), no run of its own. */
+      status: "queued" | "duplicate" | "command" | "steered";
       /** Sessions the target's current run is waiting on (sessions_send uses it to avoid deadlocks). */
       waitingOn?: string[];
     }

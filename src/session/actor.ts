@@ -26,7 +26,7 @@ import type { SessionRow } from "../db/queries";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type { ActorError, EnqueueRequest, EnqueueResult, QueueDepth, WaitResult } from "../runs/types";
-import { commandOf, runCommand } from "./chat/commands";
+import { commandOf, runCommand, steerOf } from "./chat/commands";
 import { requeueDelivery } from "./chat/posts";
 import { ContextStore, withContextCopy } from "./context/copy";
 import { RecordsJournal } from "./d1/legacy-journal";
@@ -124,6 +124,8 @@ export class SessionActor extends DurableObject<Env> {
 
   /** Aborts the running run and drops every waiting one; how many. */
   private async stopRuns(): Promise<{ aborted: number }> {
+    // Messages waiting to steer the running run go with it.
+    this.store.setSteers(undefined);
     const running = abortCurrent(this.live) ? 1 : 0;
     const { queue, store, waiters, records } = this;
     return { aborted: running + (await dropQueued({ queue, store, waiters, records })) };
@@ -188,8 +190,9 @@ export class SessionActor extends DurableObject<Env> {
    * running or about to, the run starts at once in a step reserved before admission and
    * started once admission is done (its records taken), not at an alarm.
    */
-  async enqueue(req: EnqueueRequest): Promise<EnqueueResult> {
-    await this.bind(req.sessionKey);
+  async enqueue(given: EnqueueRequest): Promise<EnqueueResult> {
+    await this.bind(given.sessionKey);
+    const req = steerOf(given) ?? given;
     const command = commandOf(req);
     if (command) return runCommand(this.hosts.commands, req, command);
     const direct = !this.live.current && !this.scheduler.busy;

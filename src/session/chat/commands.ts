@@ -84,6 +84,17 @@ export function parseCommand(text: string): Command | undefined {
   }
 }
 
+/**
+ * `/steer <text>` (SPEC §20): the text steers the running turn whatever the queue mode (or
+ * queues, when nothing runs). Not a command of its own: the request, rewritten.
+ */
+export function steerOf(req: EnqueueRequest): EnqueueRequest | undefined {
+  const only = req.userInteraction && req.inputs.length === 1 ? req.inputs[0] : undefined;
+  const match = only ? /^\s*\/steer\s+(\S[\s\S]*)$/i.exec(only.text) : null;
+  if (!only || !match?.[1]) return undefined;
+  return { ...req, inputs: [{ ...only, text: match[1].trim() }], steer: true };
+}
+
 /** The command carried by a request, when it is a person's single message. */
 export function commandOf(req: EnqueueRequest): Command | undefined {
   const only = req.userInteraction && req.inputs.length === 1 ? req.inputs[0] : undefined;

@@ -15,7 +15,7 @@ import type { ActorRecords } from "../d1/records";
 import { matchResetTrigger } from "../entry/reset-trigger";
 import { applyRoute, entryExpiry, isStale, newSessionRow, resetEntry } from "../entry/rules";
 import type { ActorStore } from "../storage/store";
-import type { LiveRun } from "./live";
+import { abortCurrent, type LiveRun } from "./live";
 import { type QueuedRun, type RunQueue, specOf } from "./queue";
 
 /** What admission uses of the actor: its entry and run ids, the queue, the accept's records. */
@@ -23,9 +23,9 @@ export interface AdmissionHost {
   readonly config: Config;
   readonly store: Pick<
     ActorStore,
-    "accepted" | "entry" | "saveEntry" | "keepAnswer" | "hasHistory" | "setYielding"
+    "accepted" | "entry" | "saveEntry" | "keepAnswer" | "hasHistory" | "setYielding" | "steers" | "setSteers"
   >;
-  readonly queue: Pick<RunQueue, "summary" | "insert" | "updateSpec">;
+  readonly queue: Pick<RunQueue, "summary" | "insert" | "updateSpec" | "head">;
   readonly records: Pick<ActorRecords, "runAccepted">;
   /** The run executing now and the sessions it waits on (an answer names them). */
   readonly live: Pick<LiveRun, "current" | "waitingOn">;
@@ -46,6 +46,46 @@ export function inputMessages(runId: string, inputs: RunInput[]): TranscriptMess
     runId,
     provenance: input.provenance,
   }));
+}
+
+/** The running turn a message may steer: the queue head of this transcript, executing now, not a compaction. */
+function steerableRun(a: AdmissionHost, sessionId: string): string | undefined {
+  const current = a.live.current?.runId;
+  const head = a.queue.head();
+  if (!current || head?.run_id !== current || head.state !== "running") return undefined;
+  const spec = specOf(head);
+  return spec.sessionId === sessionId && !spec.req.compact ? current : undefined;
+}
+
+/**
+ * `steered`: the inputs wait in the actor (after any that came before) for the running run's
+ * next model step, which takes them (agent/loop.ts); if it ends first they become a follow-up
+ * run (lifecycle.ts). One synchronous step, with the answer kept for dedupe.
+ */
+function steer(
+  a: AdmissionHost,
+  req: EnqueueRequest,
+  running: string,
+  inputs: RunInput[],
+  entry: SessionRow,
+  now: number,
+): EnqueueResult {
+  const held = a.store.steers();
+  const items = [
+    ...(held?.runId === running ? held.items : []),
+    ...inputs.map((input, i) => ({ id: `${req.runId}:${i}`, input })),
+  ];
+  a.store.setSteers({ runId: running, items });
+  a.store.saveEntry(entry);
+  const result = {
+    ok: true as const,
+    runId: running,
+    sessionKey: req.sessionKey,
+    sessionId: entry.sessionId,
+    status: "steered" as const,
+  };
+  a.store.keepAnswer(req.runId, result, now);
+  return result;
 }
 
 /** A merged run's queued row stays well under the storage row limit (SPEC §16). */
@@ -136,6 +176,15 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
   entry.updatedAt = now;
   if (req.userInteraction) entry.lastInteractionAt = now;
   entry.expiresAt = entryExpiry(entry, config);
+
+  // Steering (SPEC §20): a person's message while a turn of this transcript runs joins it
+  // before its next model step (`steer`), or ends it and queues behind it (`interrupt`).
+  const running = req.steer || req.userInteraction ? steerableRun(a, entry.sessionId) : undefined;
+  if (running && !greeting && !resetHappened) {
+    const mode = req.steer ? "steer" : config.session.queue.mode;
+    if (mode === "steer") return steer(a, req, running, inputs, entry, now);
+    if (mode === "interrupt") abortCurrent(a.live);
+  }
 
   const queued = a.queue.summary();
   const tail = queued.newestWaiting;

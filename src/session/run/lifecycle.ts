@@ -15,6 +15,12 @@
  *                                                          row                           on the finalize)
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
  *                                                          entry's usage accounted
+ *   steered     a message joins the running turn           DO: the `steer` kv, in the     (the run's finalize writes
+ *               (session.queue.mode steer, /steer):        admission's step; taken into   them as its user messages)
+ *               taken before its next model step            the checkpoint in one step
+ *               (agent/loop.ts); tool calls not started    (run/turn.ts); left over at
+ *               yet are skipped                            `ended`: a follow-up run,
+ *                                                          queued in that same step
  *   yielded     an ended turn's last tool call was         DO: the `yield` kv (the       -
  *               sessions_yield (tools/sessions-yield.ts):  children waited on), in the
  *               each announcement of a child waited on      same step as `ended`
@@ -95,8 +101,12 @@ export interface LifecycleHost {
     | "othersWaiting"
     | "rows"
     | "remove"
+    | "insert"
   >;
-  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "markHistory" | "keepOutcome" | "setYielding">;
+  readonly store: Pick<
+    ActorStore,
+    "entry" | "saveEntry" | "markHistory" | "keepOutcome" | "setYielding" | "steers" | "setSteers"
+  >;
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
   readonly waiters: Pick<RunWaiters, "notify">;
@@ -177,6 +187,8 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
         await a.noticeTools(spec, runId, progress.loop.produced, appended);
       },
     });
+    // steered, late: messages that came to steer the run after its last model step run next.
+    followSteers(a, runId, spec);
     const entry = a.store.entry();
     if (entry && entry.sessionId === spec.sessionId) {
       // The run is the head: whatever else the queue holds waits behind it.
@@ -190,6 +202,24 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
     a.queue.saveProgress(row, progress, true);
   }
   return finalize(a, row, spec, progress, progress.outcome);
+}
+
+/**
+ * Messages that came to steer run `runId` after its last model step: queued as one follow-up
+ * run (SPEC §20 "if the run ends before a next step"), in the `ended` step, so they are neither
+ * lost nor run twice.
+ */
+function followSteers(a: LifecycleHost, runId: string, spec: QueuedRun): void {
+  const left = a.store.steers();
+  if (left?.runId !== runId) return;
+  const followUp = crypto.randomUUID();
+  const { idempotencyKey: _key, steer: _steer, ...req } = spec.req;
+  a.queue.insert(
+    followUp,
+    { req: { ...req, runId: followUp, inputs: left.items.map((i) => i.input) }, sessionId: spec.sessionId },
+    Date.now(),
+  );
+  a.store.setSteers(undefined);
 }
 
 /**

@@ -42,7 +42,7 @@ export interface TurnHost extends CompactionHost, PostHost {
   readonly env: Env;
   readonly config: Config;
   readonly live: LiveRun;
-  readonly store: Pick<ActorStore, "entry" | "saveEntry">;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "steers" | "setSteers">;
   readonly context: Pick<ContextStore, "ready" | "hydrate" | "load" | "compacted">;
   readonly records: Pick<ActorRecords, "turnContext" | "messagesAppended" | "runStarted" | "runsEnded">;
 }
@@ -108,6 +108,34 @@ function toolContextOf(a: TurnHost, spec: QueuedRun, runId: string): Omit<ToolCo
         if (n > 0) waitingOn.set(targetKey, n);
         else waitingOn.delete(targetKey);
       };
+    },
+  };
+}
+
+/**
+ * The messages steering run `runId` (admission.ts `steer`), as the loop takes them: user
+ * messages in arrival order, ids from the requests that brought them (a repeat is the same
+ * message). Taking forgets them in the same synchronous step in which the loop checkpoints them.
+ */
+function steeringOf(a: TurnHost, runId: string) {
+  const held = () => {
+    const s = a.store.steers();
+    return s?.runId === runId ? s.items : [];
+  };
+  return {
+    waiting: () => held().length > 0,
+    take: (): TranscriptMessage[] => {
+      const items = held();
+      if (items.length === 0) return [];
+      a.store.setSteers(undefined);
+      return items.map((item) => ({
+        id: `${runId}:steer:${item.id}`,
+        role: "user" as const,
+        content: [{ type: "text" as const, text: item.input.text }],
+        timestamp: item.input.timestamp,
+        runId,
+        ...(item.input.provenance ? { provenance: item.input.provenance } : {}),
+      }));
     },
   };
 }
@@ -236,6 +264,7 @@ export async function runTurn(
       signal: controller.signal,
       checkpoint: progress.loop,
       toolContext,
+      steering: steeringOf(a, runId),
       persist: async (cp, appended) => {
         progress.loop = cp;
         const final = appended.length === 1 && appended[0]?.role === "assistant" && !hasToolCall(appended[0]);

@@ -25,11 +25,12 @@ import { durableCodec } from "../../runs/durable";
 import {
   AcceptedSchema,
   EnqueueRequestSchema,
+  RunInputSchema,
   RunOutcomeSchema,
   SessionRowSchema,
   TranscriptMessageSchema,
 } from "../../runs/schemas";
-import type { EnqueueRequest, RunOutcome } from "../../runs/types";
+import type { EnqueueRequest, RunInput, RunOutcome } from "../../runs/types";
 import type { TranscriptMessage } from "../../transcript/message";
 
 // ---------------------------------------------------------------------------------------------
@@ -214,6 +215,23 @@ export const yieldCodec = durableCodec(
   "yield",
   1,
   z.looseObject({ runId: str, since: num, waitingOn: z.array(str) }) as z.ZodType<YieldState>,
+);
+/**
+ * Messages steering the running run `runId` (SPEC §20 steering), in arrival order, each with the
+ * id of the request that brought it: taken into the run before its next model step, or queued as
+ * a follow-up run when the run ends first.
+ */
+export interface SteerState {
+  runId: string;
+  items: Array<{ id: string; input: RunInput }>;
+}
+export const steerCodec = durableCodec(
+  "steer",
+  1,
+  z.looseObject({
+    runId: str,
+    items: z.array(z.looseObject({ id: str, input: RunInputSchema })),
+  }) as unknown as z.ZodType<SteerState>,
 );
 export const contextStateCodec = durableCodec(
   "context state",

@@ -9,7 +9,15 @@
 import type { SessionRow } from "../../db/queries";
 import type { Accepted } from "../../runs/schemas";
 import type { RunOutcome } from "../../runs/types";
-import { acceptedCodec, entryCodec, outcomeCodec, type YieldState, yieldCodec } from "./documents";
+import {
+  acceptedCodec,
+  entryCodec,
+  outcomeCodec,
+  type SteerState,
+  steerCodec,
+  type YieldState,
+  yieldCodec,
+} from "./documents";
 import { migrate } from "./schema";
 
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
@@ -116,6 +124,17 @@ export class ActorStore {
   setYielding(state: YieldState | undefined): void {
     if (state) this.kvSet("yield", yieldCodec.encode(state));
     else if (this.kvGet("yield") !== undefined) this.kvDelete("yield");
+  }
+
+  /** Messages waiting to steer the running run (SPEC §20), if any. */
+  steers(): SteerState | undefined {
+    const raw = this.kvGet("steer");
+    return raw ? steerCodec.decode(raw) : undefined;
+  }
+
+  setSteers(state: SteerState | undefined): void {
+    if (state?.items.length) this.kvSet("steer", steerCodec.encode(state));
+    else if (this.kvGet("steer") !== undefined) this.kvDelete("steer");
   }
 
   finishedOutcome(runId: string): RunOutcome | undefined {

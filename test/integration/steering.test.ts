@@ -1,0 +1,143 @@
+/**
+ * Steering a running turn (SPEC §20): with `session.queue.mode` `steer` (or `/steer`), a message
+ * that arrives while a run is running joins it before its next model step; tool calls the model
+ * asked for that had not started get "Skipped to process an incoming message."; each steered
+ * message is its own user message, in arrival order; when the run ends before a next step the
+ * message runs as a follow-up; a steer survives a crash. `interrupt` aborts the running run and
+ * runs the message next.
+ */
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { afterEach, describe, expect, it } from "vitest";
+import { SKIPPED_FOR_STEER } from "../../src/agent/loop";
+import type { TranscriptMessage } from "../../src/transcript/message";
+import { crash, line, repliesTo, restoreWorlds, scene, scripted, send, setupActor } from "./lifecycle-world";
+import { actor, drain, eventually, rpc, waitRun } from "./support";
+
+afterEach(restoreWorlds);
+
+const steering = (mode = "steer") => scripted({ session: { writeBehind: true, queue: { mode } } });
+
+async function transcriptOf(key: string): Promise<TranscriptMessage[]> {
+  const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", {
+    sessionKey: key,
+    includeTools: true,
+    limit: 1000,
+  });
+  return res.payload.messages;
+}
+
+describe("steer", () => {
+  it("joins the running turn before its next step; the tool call not started yet is skipped", async () => {
+    const id = "steer-tool";
+    const { w, key } = await scene(id, { config: steering() });
+    // The first answer asks for a tool; it is held until the steering message has arrived.
+    w.callTool = (text) => (text === "first" ? { name: "current_time" } : undefined);
+    w.holdModel = true;
+    const first = await send(id, "first");
+    await eventually(async () => w.requests.length === 1);
+    const second = await send(id, "second");
+    expect(second).toMatchObject({ status: "steered", runId: first.runId });
+    const third = await send(id, "third");
+    expect(third).toMatchObject({ status: "steered", runId: first.runId });
+    w.holdModel = false;
+
+    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
+    await drain(key);
+    const transcript = await transcriptOf(key);
+    expect(transcript.map(line)).toEqual([
+      "user:first",
+      "assistant:toolCall",
+      `toolResult:${SKIPPED_FOR_STEER}`,
+      "user:second",
+      "user:third",
+      "assistant:re: second | third",
+    ]);
+    // The model's next step saw the skipped call and both messages, in arrival order.
+    expect(w.requests[1]?.map((m) => `${m.role}:${m.text}`)).toEqual([
+      "user:first",
+      "assistant:",
+      `tool:${SKIPPED_FOR_STEER}`,
+      "user:second",
+      "user:third",
+    ]);
+    expect(repliesTo(w, first.runId).map((d) => d.body.text)).toEqual(["re: second | third"]);
+  });
+
+  it("runs a message that came after the last step as a follow-up", async () => {
+    const id = "steer-late";
+    const { w, key } = await scene(id, { config: steering() });
+    w.holdModel = true;
+    const first = await send(id, "first");
+    await eventually(async () => w.requests.length === 1);
+    const second = await send(id, "second");
+    expect(second.status).toBe("steered");
+    w.holdModel = false;
+    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
+    await eventually(async () => w.delivered.some((d) => d.body.text === "re: second"));
+    await drain(key);
+    expect((await transcriptOf(key)).map(line)).toEqual([
+      "user:first",
+      "assistant:re: first",
+      "user:second",
+      "assistant:re: second",
+    ]);
+  });
+
+  it("a steering message survives a crash of the running turn", async () => {
+    const id = "steer-crash";
+    const { w, key } = await scene(id, { config: steering() });
+    w.callTool = (text) => (text === "first" ? { name: "current_time" } : undefined);
+    w.holdModel = true;
+    const first = await send(id, "first");
+    await eventually(async () => w.requests.length === 1);
+    expect((await send(id, "second")).status).toBe("steered");
+    await crash(w);
+    await setupActor(key, w, { config: steering() });
+    await runDurableObjectAlarm(actor(key));
+    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
+    await drain(key);
+    // The resumed turn starts its first step again, and the steering message joins it before.
+    expect((await transcriptOf(key)).map(line)).toEqual([
+      "user:first",
+      "user:second",
+      "assistant:re: first | second",
+    ]);
+    expect(repliesTo(w, first.runId).map((d) => d.body.text)).toEqual(["re: first | second"]);
+  });
+
+  it("/steer steers whatever the mode", async () => {
+    const id = "steer-command";
+    const { w, key } = await scene(id, { config: steering("followup") });
+    w.callTool = (text) => (text === "first" ? { name: "current_time" } : undefined);
+    w.holdModel = true;
+    const first = await send(id, "first");
+    await eventually(async () => w.requests.length === 1);
+    // In followup mode a plain message queues; /steer joins the turn.
+    expect((await send(id, "/steer look here")).status).toBe("steered");
+    w.holdModel = false;
+    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
+    await drain(key);
+    expect((await transcriptOf(key)).map(line).slice(-2)).toEqual([
+      "user:look here",
+      "assistant:re: look here",
+    ]);
+  });
+});
+
+describe("interrupt", () => {
+  it("aborts the running run and runs the new message next", async () => {
+    const id = "interrupt";
+    const { w, key } = await scene(id, { config: steering("interrupt") });
+    w.holdModel = true;
+    const first = await send(id, "first");
+    await eventually(async () => w.requests.length === 1);
+    const second = await send(id, "second");
+    expect(second.status).toBe("queued");
+    expect(await waitRun(first.runId)).toMatchObject({ status: "aborted" });
+    w.holdModel = false;
+    expect(await waitRun(second.runId)).toMatchObject({ status: "ok" });
+    await drain(key);
+    expect(repliesTo(w, second.runId)).toHaveLength(1);
+    expect(repliesTo(w, first.runId)).toHaveLength(0);
+  });
+});

@@ -47,6 +47,8 @@ export const sessions = sqliteTable(
     systemSent: integer("system_sent", { mode: "boolean" }).notNull().default(false),
     abortedLastRun: integer("aborted_last_run", { mode: "boolean" }).notNull().default(false),
     sendPolicy: text("send_policy"),
+    /** `/queue <mode>` (SPEC §20): this session's queue mode; null follows session.queue.mode. */
+    queueMode: text("queue_mode"),
     lastChannel: text("last_channel"),
     lastTo: text("last_to"),
     lastAccountId: text("last_account_id"),

@@ -78,6 +78,7 @@ export const SessionRowSchema: z.ZodType<SessionRow> = z.looseObject({
   systemSent: flag,
   abortedLastRun: flag,
   sendPolicy: nullableStr,
+  queueMode: nullableStr,
   lastChannel: nullableStr,
   lastTo: nullableStr,
   lastAccountId: nullableStr,

@@ -26,6 +26,7 @@ import type { SessionRow } from "../db/queries";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type { ActorError, EnqueueRequest, EnqueueResult, QueueDepth, WaitResult } from "../runs/types";
+import type { NoteMessage } from "../tools/types";
 import { commandOf, runCommand, steerOf } from "./chat/commands";
 import { requeueDelivery } from "./chat/posts";
 import { ContextStore, withContextCopy } from "./context/copy";
@@ -233,6 +234,27 @@ export class SessionActor extends DurableObject<Env> {
     const row = this.queue.byRunId(runId);
     if (!row) return "unknown";
     return queuedRunRecord(row);
+  }
+
+  /**
+   * Appends a message to this session's current transcript without starting a run (sessions_send
+   * `notify`, SPEC §20); idempotent by the message's id.
+   */
+  async note(sessionKey: string, message: NoteMessage): Promise<{ ok: true } | ActorError> {
+    await this.bind(sessionKey);
+    const entry = this.store.entry();
+    if (!entry) return { ok: false, code: "NOT_FOUND", message: `session not found: ${sessionKey}` };
+    await this.records.messagesAppended(entry.sessionId, [
+      {
+        id: message.id,
+        role: "user",
+        content: [{ type: "text", text: message.text }],
+        timestamp: Date.now(),
+        provenance: message.provenance,
+      },
+    ]);
+    this.store.markHistory(entry.sessionId);
+    return { ok: true };
   }
 
   /** What run `runId` was asked (its inputs' text) while this session holds it queued or running. */

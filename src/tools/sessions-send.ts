@@ -58,6 +58,13 @@ export const sessionsSendTool = defineTool({
         .max(MAX_WAIT_SECONDS)
         .optional()
         .describe("Seconds to wait for the reply (default 30); 0 sends without waiting."),
+      mode: z
+        .enum(["followup", "steer", "notify"])
+        .optional()
+        .describe(
+          "followup (default): a run of its own; steer: join the target's running turn (status steered), " +
+            "else as followup; notify: only add the message to its transcript (status noted), no run.",
+        ),
     })
     .refine((a) => (a.sessionKey === undefined) !== (a.label === undefined), {
       message: "pass exactly one of `sessionKey` or `label`",
@@ -87,24 +94,24 @@ export const sessionsSendTool = defineTool({
     const runId = await stableUuid(`send:${seed}`);
     const self = row.key === caller.sessionKey;
     const source = await callerEntry(ctx);
+    const provenance = {
+      kind: "inter_session" as const,
+      sourceSessionKey: caller.sessionKey,
+      ...(source?.lastChannel || source?.channel
+        ? { sourceChannel: source.lastChannel ?? source.channel ?? undefined }
+        : {}),
+      sourceTool: "sessions_send",
+    };
+    if (args.mode === "notify") {
+      const noted = await sessions.note(row.key, { id: `${runId}:note`, text: args.message, provenance });
+      if (!noted.ok) return toolError(`could not send to ${display}: ${noted.message}`);
+      return { status: "noted", sessionKey: display };
+    }
     const req: EnqueueRequest = {
       sessionKey: row.key,
       runId,
       trigger: "send",
-      inputs: [
-        {
-          text: args.message,
-          provenance: {
-            kind: "inter_session",
-            sourceSessionKey: caller.sessionKey,
-            ...(source?.lastChannel || source?.channel
-              ? { sourceChannel: source.lastChannel ?? source.channel ?? undefined }
-              : {}),
-            sourceTool: "sessions_send",
-          },
-          timestamp: Date.now(),
-        },
-      ],
+      inputs: [{ text: args.message, provenance, timestamp: Date.now() }],
       deliver: false,
       init: entryInitOf(row),
       userInteraction: false,
@@ -126,8 +133,10 @@ export const sessionsSendTool = defineTool({
     // moment always see each other (at worst neither waits; never both).
     const release = timeoutSeconds > 0 && !self ? ctx.onWait?.(row.key) : undefined;
     try {
-      const queued = await sessions.enqueue(req);
+      const queued = await sessions.enqueue(args.mode === "steer" ? { ...req, steer: true } : req);
       if (!queued.ok) return toolError(`could not send to ${display}: ${queued.message}`);
+      // Joined the target's running turn: no run of its own to wait for.
+      if (queued.status === "steered") return { status: "steered", runId: queued.runId, sessionKey: display };
       if (timeoutSeconds === 0) return { runId, status: "accepted", sessionKey: display };
       if (self) {
         return {

@@ -14,6 +14,7 @@ import type {
   RunTrigger,
   WaitResult,
 } from "../runs/types";
+import type { Provenance } from "../transcript/message";
 
 /** The session on whose behalf a tool runs (visibility and policy are decided from it). */
 export interface CallerContext {
@@ -37,10 +38,19 @@ export interface SessionPort {
   enqueue(req: EnqueueRequest): Promise<EnqueueResult>;
   waitForRun(sessionKey: string, runId: string, timeoutMs: number): Promise<WaitResult | ActorError>;
   queueDepth(sessionKey: string): Promise<QueueDepth>;
+  /** Appends `message` to the session's transcript without a run (sessions_send `notify`). */
+  note(sessionKey: string, message: NoteMessage): Promise<{ ok: true } | ActorError>;
   /** What a run the session holds (queued or running) was asked: its inputs' text. */
   runInput(sessionKey: string, runId: string): Promise<string | undefined>;
   /** Aborts the session's running run (and drops its waiting ones with `clearQueue`). */
   abort(sessionKey: string, clearQueue: boolean): Promise<{ aborted: number }>;
+}
+
+/** A message noted in a session's transcript without a run: its id makes a repeat a no-op. */
+export interface NoteMessage {
+  id: string;
+  text: string;
+  provenance: Provenance;
 }
 
 export interface ToolContext {

@@ -7,8 +7,13 @@
  * runs the message next.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { SKIPPED_FOR_STEER } from "../../src/agent/loop";
+import { parseConfig } from "../../src/config/load";
+import { actorSessions } from "../../src/session/client";
+import { sessionsSendTool } from "../../src/tools/sessions-send";
+import type { ToolContext } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { crash, line, repliesTo, restoreWorlds, scene, scripted, send, setupActor } from "./lifecycle-world";
 import { actor, drain, eventually, rpc, waitRun } from "./support";
@@ -120,6 +125,73 @@ describe("steer", () => {
     expect((await transcriptOf(key)).map(line).slice(-2)).toEqual([
       "user:look here",
       "assistant:re: look here",
+    ]);
+  });
+});
+
+describe("/queue", () => {
+  it("sets the session's mode, which a later message follows, and shows it", async () => {
+    const id = "queue-command";
+    const { w, key } = await scene(id, { config: steering("followup") });
+    const notices = () => w.delivered.filter((d) => d.body.kind === "notice").map((d) => d.body.text);
+    await send(id, "/queue steer");
+    await eventually(async () => notices().includes("Queue mode: steer for this session."));
+    expect((await rpc<{ queueMode?: string }>("sessions.get", { key })).payload.queueMode).toBe("steer");
+    await send(id, "/queue");
+    await eventually(async () => notices().includes("Queue mode: steer (set with /queue)."));
+    await send(id, "/queue sideways");
+    await eventually(async () => notices().includes("Usage: /queue followup|collect|steer|interrupt"));
+
+    w.holdModel = true;
+    const first = await send(id, "first");
+    await eventually(async () => w.requests.length === 1);
+    expect(await send(id, "second")).toMatchObject({ status: "steered", runId: first.runId });
+    w.holdModel = false;
+    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
+  });
+});
+
+describe("sessions_send modes", () => {
+  it("notify adds the message to the target's transcript without a run; steer joins its running turn", async () => {
+    const id = "send-modes";
+    const { w, key } = await scene(id, { config: steering("followup") });
+    await waitRun((await send(id, "hello")).runId);
+    const ctx = (sessionKey: string): ToolContext => ({
+      caller: { sessionKey, agentId: "main", trigger: "http" },
+      sessions: actorSessions(env),
+      toolCallId: crypto.randomUUID(),
+      config: parseConfig(JSON.stringify({ tools: { sessions: { visibility: "all" } } })),
+      env,
+    });
+    const calls = w.requests.length;
+    const noted = await sessionsSendTool.execute(
+      { sessionKey: key, message: "for your records", mode: "notify" },
+      ctx("agent:main:main"),
+    );
+    expect(noted).toEqual({ status: "noted", sessionKey: key });
+    const last = (await transcriptOf(key)).at(-1);
+    expect(last).toMatchObject({
+      role: "user",
+      provenance: { kind: "inter_session", sourceSessionKey: "agent:main:main" },
+    });
+    expect(line(last as TranscriptMessage)).toBe("user:for your records");
+    expect(w.requests.length).toBe(calls);
+
+    w.callTool = (text) => (text === "work" ? { name: "current_time" } : undefined);
+    w.holdModel = true;
+    const running = await send(id, "work");
+    await eventually(async () => w.requests.length === calls + 1);
+    const steered = await sessionsSendTool.execute(
+      { sessionKey: key, message: "also this", mode: "steer", timeoutSeconds: 0 },
+      ctx("agent:main:main"),
+    );
+    expect(steered).toEqual({ status: "steered", runId: running.runId, sessionKey: key });
+    w.holdModel = false;
+    expect(await waitRun(running.runId)).toMatchObject({ status: "ok" });
+    await drain(key);
+    expect((await transcriptOf(key)).map(line).slice(-2)).toEqual([
+      "user:also this",
+      "assistant:re: also this",
     ]);
   });
 });

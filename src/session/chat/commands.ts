@@ -50,13 +50,17 @@ const SEND_MODES = { on: "allow", off: "deny", inherit: null } as const;
 /** `/compact` instructions beyond this many characters are cut. */
 const MAX_COMPACT_INSTRUCTIONS = 2_000;
 type SendMode = keyof typeof SEND_MODES;
+const QUEUE_MODES = ["followup", "collect", "steer", "interrupt"] as const;
+type QueueMode = (typeof QUEUE_MODES)[number];
 
 export type Command =
   | { name: "stop" }
   | { name: "status" }
   | { name: "send"; mode: SendMode | undefined }
   | { name: "compact"; instructions: string | undefined }
-  | { name: "context"; view: "list" | "detail" | undefined };
+  | { name: "context"; view: "list" | "detail" | undefined }
+  /** `/queue` shows the mode; `/queue <mode>` sets it (`mode` undefined: not a mode, the usage). */
+  | { name: "queue"; mode: QueueMode | "show" | undefined };
 
 /** The command a message is, if it is one (case-insensitive, surrounding space ignored). */
 export function parseCommand(text: string): Command | undefined {
@@ -73,6 +77,12 @@ export function parseCommand(text: string): Command | undefined {
     case "/context": {
       const arg = rest.length <= 1 ? (rest[0]?.toLowerCase() ?? "list") : undefined;
       return { name: "context", view: arg === "list" || arg === "detail" ? arg : undefined };
+    }
+    case "/queue": {
+      const arg = rest.length === 0 ? "show" : rest.length === 1 ? rest[0]?.toLowerCase() : undefined;
+      const mode =
+        arg === "show" || QUEUE_MODES.includes(arg as QueueMode) ? (arg as QueueMode | "show") : undefined;
+      return { name: "queue", mode };
     }
     case "/send": {
       // Any `/send …` is the command: a wrong argument gets the usage, never a model turn.
@@ -146,6 +156,9 @@ export async function runCommand(
       break;
     case "context":
       answer = { text: await context(a, entry, command.view), policyOf: [entry] };
+      break;
+    case "queue":
+      answer = await queueMode(a, entry, command.mode);
       break;
   }
   // The notice answers the chat the command came from; an operator message without delivery gets none.
@@ -228,6 +241,26 @@ async function context(
 }
 
 /** `/send on|off|inherit`: the session's send-policy override, for owners. */
+/** `/queue [mode]`: shows or sets what a message does while a run of this session runs (SPEC §20). */
+async function queueMode(
+  a: CommandHost,
+  entry: SessionRow,
+  mode: QueueMode | "show" | undefined,
+): Promise<Answer> {
+  const current = entry.queueMode ?? a.config.session.queue.mode;
+  if (mode === undefined) return { text: `Usage: /queue ${QUEUE_MODES.join("|")}`, policyOf: [entry] };
+  if (mode === "show") {
+    const from = entry.queueMode ? "set with /queue" : "the gateway's session.queue.mode";
+    return { text: `Queue mode: ${current} (${from}).`, policyOf: [entry] };
+  }
+  const updatedAt = Date.now();
+  const next: SessionRow = { ...entry, queueMode: mode, updatedAt };
+  await a.records.entryPatched(next);
+  // Re-read: a run may have changed the entry while D1 was being written.
+  a.store.saveEntry({ ...(a.store.entry() ?? entry), queueMode: mode, updatedAt });
+  return { text: `Queue mode: ${mode} for this session.`, policyOf: [entry] };
+}
+
 async function send(
   a: CommandHost,
   req: EnqueueRequest,

@@ -46,6 +46,7 @@ export function newSessionRow(
     systemSent: false,
     abortedLastRun: false,
     sendPolicy: null,
+    queueMode: null,
     lastChannel: null,
     lastTo: null,
     lastAccountId: null,

@@ -179,17 +179,17 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
 
   // Steering (SPEC §20): a person's message while a turn of this transcript runs joins it
   // before its next model step (`steer`), or ends it and queues behind it (`interrupt`).
+  // The session's own mode (`/queue`) before the gateway's.
+  const mode = entry.queueMode ?? config.session.queue.mode;
   const running = req.steer || req.userInteraction ? steerableRun(a, entry.sessionId) : undefined;
   if (running && !greeting && !resetHappened) {
-    const mode = req.steer ? "steer" : config.session.queue.mode;
-    if (mode === "steer") return steer(a, req, running, inputs, entry, now);
+    if (req.steer || mode === "steer") return steer(a, req, running, inputs, entry, now);
     if (mode === "interrupt") abortCurrent(a.live);
   }
 
   const queued = a.queue.summary();
   const tail = queued.newestWaiting;
-  const collectInto =
-    config.session.queue.mode === "collect" && !greeting && !resetHappened && tail ? specOf(tail) : undefined;
+  const collectInto = mode === "collect" && !greeting && !resetHappened && tail ? specOf(tail) : undefined;
 
   // A connector's message: its records go to the actor's journal in this same step.
   const behind = req.trigger === "inbound" && config.session.writeBehind;

@@ -255,6 +255,7 @@ export const LISTED_COLUMNS = [
   "runStatus",
   "expiresAt",
   "expiredAt",
+  "stateVersion",
 ] as const satisfies ReadonlyArray<keyof SessionRow>;
 export type ListedSession = Pick<SessionRow, (typeof LISTED_COLUMNS)[number]>;
 

@@ -49,6 +49,8 @@ export const sessions = sqliteTable(
     sendPolicy: text("send_policy"),
     /** `/queue <mode>` (SPEC §20): this session's queue mode; null follows session.queue.mode. */
     queueMode: text("queue_mode"),
+    /** The newest version of the session's signal log (SPEC §20), which its actor keeps. */
+    stateVersion: integer("state_version").notNull().default(0),
     lastChannel: text("last_channel"),
     lastTo: text("last_to"),
     lastAccountId: text("last_account_id"),

@@ -79,6 +79,7 @@ export const SessionRowSchema: z.ZodType<SessionRow> = z.looseObject({
   abortedLastRun: flag,
   sendPolicy: nullableStr,
   queueMode: nullableStr,
+  stateVersion: counter,
   lastChannel: nullableStr,
   lastTo: nullableStr,
   lastAccountId: nullableStr,

@@ -26,7 +26,7 @@ import type { SessionRow } from "../db/queries";
 import type { DeliveryPayload } from "../delivery/deliver";
 import { DeliveryOutbox } from "../delivery/outbox";
 import type { ActorError, EnqueueRequest, EnqueueResult, QueueDepth, WaitResult } from "../runs/types";
-import type { NoteMessage } from "../tools/types";
+import type { NoteMessage, SessionState } from "../tools/types";
 import { commandOf, runCommand, steerOf } from "./chat/commands";
 import { requeueDelivery } from "./chat/posts";
 import { ContextStore, withContextCopy } from "./context/copy";
@@ -255,6 +255,15 @@ export class SessionActor extends DurableObject<Env> {
     ]);
     this.store.markHistory(entry.sessionId);
     return { ok: true };
+  }
+
+  /** The session's stateVersion and, after `since`, its signal log's events (SPEC §20). */
+  async stateChanges(sessionKey: string, since: number | undefined): Promise<SessionState> {
+    await this.bind(sessionKey);
+    const stateVersion = this.store.entry()?.stateVersion ?? 0;
+    return since === undefined
+      ? { stateVersion }
+      : { stateVersion, ...this.store.signals.since(since, stateVersion) };
   }
 
   /** What run `runId` was asked (its inputs' text) while this session holds it queued or running. */

@@ -17,6 +17,7 @@ export function actorSessions(env: Env): SessionPort {
     waitForRun: (sessionKey, runId, timeoutMs) =>
       actorFor(env, sessionKey).waitForRun(sessionKey, runId, timeoutMs),
     queueDepth: (sessionKey) => actorFor(env, sessionKey).queueDepth(sessionKey),
+    stateChanges: (sessionKey, since) => actorFor(env, sessionKey).stateChanges(sessionKey, since),
     note: (sessionKey, message) => actorFor(env, sessionKey).note(sessionKey, message),
     runInput: (sessionKey, runId) => actorFor(env, sessionKey).runInput(sessionKey, runId),
     abort: (sessionKey, clearQueue) => actorFor(env, sessionKey).abort(sessionKey, clearQueue),

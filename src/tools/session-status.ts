@@ -20,6 +20,13 @@ export const sessionStatusTool = defineTool({
       .min(1)
       .optional()
       .describe("Session key, `main`, or a sessionId (default: this session)."),
+    changesSince: z
+      .number()
+      .min(0)
+      .optional()
+      .describe(
+        "A stateVersion you saw before: the changes since then (`stateChanges`: events oldest first, historyGap when some are no longer kept).",
+      ),
   }),
   async execute(args, ctx) {
     const { caller, config } = ctx;
@@ -45,9 +52,19 @@ export const sessionStatusTool = defineTool({
         model: agent?.model ?? config.agents.defaults.model,
         queueDepth: 0,
         runStatus: "idle",
+        stateVersion: 0,
+        ...(args.changesSince !== undefined ? { stateChanges: { events: [], historyGap: false } } : {}),
       };
     }
-    const queue = await ctx.sessions.queueDepth(row.key);
-    return statusCard(row, displayKey, queue, config);
+    const [queue, state] = await Promise.all([
+      ctx.sessions.queueDepth(row.key),
+      ctx.sessions.stateChanges(
+        row.key,
+        args.changesSince === undefined ? undefined : Math.trunc(args.changesSince),
+      ),
+    ]);
+    const card = { ...statusCard(row, displayKey, queue, config), stateVersion: state.stateVersion };
+    if (args.changesSince === undefined) return card;
+    return { ...card, stateChanges: { events: state.events ?? [], historyGap: state.historyGap ?? false } };
   },
 });

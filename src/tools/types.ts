@@ -38,12 +38,29 @@ export interface SessionPort {
   enqueue(req: EnqueueRequest): Promise<EnqueueResult>;
   waitForRun(sessionKey: string, runId: string, timeoutMs: number): Promise<WaitResult | ActorError>;
   queueDepth(sessionKey: string): Promise<QueueDepth>;
+  /** The session's stateVersion, and its signal log's events after `since` when given (SPEC §20). */
+  stateChanges(sessionKey: string, since: number | undefined): Promise<SessionState>;
   /** Appends `message` to the session's transcript without a run (sessions_send `notify`). */
   note(sessionKey: string, message: NoteMessage): Promise<{ ok: true } | ActorError>;
   /** What a run the session holds (queued or running) was asked: its inputs' text. */
   runInput(sessionKey: string, runId: string): Promise<string | undefined>;
   /** Aborts the session's running run (and drops its waiting ones with `clearQueue`). */
   abort(sessionKey: string, clearQueue: boolean): Promise<{ aborted: number }>;
+}
+
+/** A session's state as its actor knows it (SPEC §20 "State awareness"). */
+export interface SessionState {
+  stateVersion: number;
+  events?: Array<{
+    version: number;
+    kind: string;
+    actor: string;
+    at: number;
+    summary: string;
+    runId?: string;
+    outcome?: string;
+  }>;
+  historyGap?: boolean;
 }
 
 /** A message noted in a session's transcript without a run: its id makes a repeat a no-op. */

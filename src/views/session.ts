@@ -42,6 +42,8 @@ export interface SessionEntry {
   runStatus: string;
   expiresAt: number | null;
   expiredAt: number | null;
+  /** The newest version of the session's signal log (SPEC §20); 0 when none. */
+  stateVersion: number;
 }
 
 /** What a listing row shows of an entry (SPEC §6): the columns a listing page reads. */
@@ -71,6 +73,7 @@ export type ListedEntry = Pick<
   | "runStatus"
   | "expiresAt"
   | "expiredAt"
+  | "stateVersion"
 >;
 
 export function transcriptPath(sessionId: string): string {
@@ -142,6 +145,7 @@ export function listRow(row: ListedEntry, displayKey: string, now: number, messa
     deliveryContext: row.deliveryContext,
     spawnedBy: row.spawnedBy,
     runStatus: row.runStatus,
+    stateVersion: row.stateVersion ?? 0,
     transcriptPath: transcriptPath(row.sessionId),
     ...compact({
       archivedAt: row.archivedAt,

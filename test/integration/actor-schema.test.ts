@@ -7,7 +7,7 @@ import { expect, it } from "vitest";
 import { ActorStore } from "../../src/session/storage/store";
 import { actor } from "./support";
 
-const TABLES = ["kv", "queue", "run_steps", "run_ids", "outbox", "context", "d1_pending"];
+const TABLES = ["kv", "queue", "run_steps", "run_ids", "outbox", "context", "d1_pending", "signals"];
 
 /** Each table's columns, whether it has a rowid, and its indexes (what a write of a row costs). */
 function shapeOf(sql: SqlStorage): Record<string, unknown> {
@@ -41,7 +41,7 @@ it("creates a new actor's tables in their current shape, the shape an actor of v
     const fresh = shapeOf(sql);
     expect(fresh.queue).toMatchObject({ withoutRowid: false, indexes: [] });
     expect(fresh.run_ids).toMatchObject({ withoutRowid: true });
-    expect(sql.exec(`SELECT v FROM kv WHERE k = 'schema_version'`).one().v).toBe("8");
+    expect(sql.exec(`SELECT v FROM kv WHERE k = 'schema_version'`).one().v).toBe("9");
 
     // The same storage as version 1 left it, then opened by this version.
     for (const table of [...TABLES, "received", "finished"]) sql.exec(`DROP TABLE IF EXISTS ${table}`);
@@ -59,7 +59,7 @@ it("creates a new actor's tables in their current shape, the shape an actor of v
     sql.exec(`INSERT INTO queue (run_id, state, spec, enqueued_at) VALUES ('q-1', 'queued', '{}', 3)`);
     new ActorStore(sql);
     expect(shapeOf(sql)).toEqual(fresh);
-    expect(sql.exec(`SELECT v FROM kv WHERE k = 'schema_version'`).one().v).toBe("8");
+    expect(sql.exec(`SELECT v FROM kv WHERE k = 'schema_version'`).one().v).toBe("9");
     // The rows came along: accepts and outcomes in one row per run id, the queue as it was.
     expect(sql.exec(`SELECT run_id, result, outcome, at FROM run_ids ORDER BY run_id`).toArray()).toEqual([
       { run_id: "r-1", result: '{"a":1}', outcome: '{"o":1}', at: 5 },

@@ -345,6 +345,7 @@ describe("sessions.list", () => {
       deliveryContext: null,
       spawnedBy: null,
       runStatus: "idle",
+      stateVersion: 0,
       expired: false,
       transcriptPath: `/v1/transcripts/${r!.sessionId}.jsonl`,
     });

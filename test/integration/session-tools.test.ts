@@ -809,6 +809,7 @@ describe("sessions_list", () => {
       deliveryContext: null,
       spawnedBy: null,
       runStatus: "idle",
+      stateVersion: 0,
       expired: false,
       transcriptPath: `/v1/transcripts/${row?.sessionId}.jsonl`,
     });
@@ -1019,6 +1020,7 @@ describe("session_status", () => {
       runStatus: "idle",
       lastResetAt: T0 - 5,
       updatedAt: T0,
+      stateVersion: 0,
     });
   });
 
@@ -1061,6 +1063,7 @@ describe("session_status", () => {
       model: "echo/other",
       queueDepth: 0,
       runStatus: "idle",
+      stateVersion: 0,
     });
   });
 

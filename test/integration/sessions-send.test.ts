@@ -312,6 +312,7 @@ describe("sessions_send's wait", () => {
       queueDepth: async () => ({ waiting: 0, running: false }),
       runInput: async () => undefined,
       note: async () => ({ ok: true as const }),
+      stateChanges: async () => ({ stateVersion: 0 }),
       abort: async () => ({ aborted: 0 }),
     };
     const ctx = (calledAt?: number): ToolContext => ({

@@ -36,7 +36,7 @@ import { type ChatPost, type PostHost, queueDelivery } from "./posts";
 export interface CommandHost extends PostHost, ContextReportHost {
   readonly env: Env;
   readonly config: Config;
-  readonly store: Pick<ActorStore, "accepted" | "entry" | "saveEntry" | "keepAnswer">;
+  readonly store: Pick<ActorStore, "accepted" | "entry" | "saveEntry" | "keepAnswer" | "signals">;
   readonly queue: Pick<RunQueue, "rows">;
   readonly live: Pick<LiveRun, "current">;
   readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted" | "spawnedChildren" | "turnContext">;
@@ -241,6 +241,11 @@ async function context(
 }
 
 /** `/send on|off|inherit`: the session's send-policy override, for owners. */
+/** A setting a person changed with a command, in the signal log (SPEC §20); the new stateVersion. */
+function settingsChanged(a: CommandHost, summary: string, at: number): number {
+  return a.store.signals.record({ kind: "settings_changed", actor: "human", at, summary });
+}
+
 /** `/queue [mode]`: shows or sets what a message does while a run of this session runs (SPEC §20). */
 async function queueMode(
   a: CommandHost,
@@ -254,10 +259,11 @@ async function queueMode(
     return { text: `Queue mode: ${current} (${from}).`, policyOf: [entry] };
   }
   const updatedAt = Date.now();
-  const next: SessionRow = { ...entry, queueMode: mode, updatedAt };
+  const stateVersion = settingsChanged(a, `queue mode: ${mode}`, updatedAt);
+  const next: SessionRow = { ...entry, queueMode: mode, updatedAt, stateVersion };
   await a.records.entryPatched(next);
   // Re-read: a run may have changed the entry while D1 was being written.
-  a.store.saveEntry({ ...(a.store.entry() ?? entry), queueMode: mode, updatedAt });
+  a.store.saveEntry({ ...(a.store.entry() ?? entry), queueMode: mode, updatedAt, stateVersion });
   return { text: `Queue mode: ${mode} for this session.`, policyOf: [entry] };
 }
 
@@ -277,10 +283,11 @@ async function send(
   }
   const sendPolicy = SEND_MODES[mode];
   const updatedAt = Date.now();
-  const next: SessionRow = { ...entry, sendPolicy, updatedAt };
+  const stateVersion = settingsChanged(a, `send policy: ${mode}`, updatedAt);
+  const next: SessionRow = { ...entry, sendPolicy, updatedAt, stateVersion };
   await a.records.entryPatched(next);
   // Re-read: a run may have changed the entry while D1 was being written.
-  a.store.saveEntry({ ...(a.store.entry() ?? entry), sendPolicy, updatedAt });
+  a.store.saveEntry({ ...(a.store.entry() ?? entry), sendPolicy, updatedAt, stateVersion });
   const text =
     mode === "inherit"
       ? "Send policy: inherited from the gateway's rules again."

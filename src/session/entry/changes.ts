@@ -16,7 +16,7 @@ export type EntryPatch = Partial<
 /** What the operator's edits use of the actor. */
 export interface EntryHost {
   readonly config: Config;
-  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "setYielding">;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "setYielding" | "signals">;
   readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted">;
 }
 
@@ -36,7 +36,13 @@ export async function patchEntry(
     };
   }
   // Re-read: a run may have updated counters while D1 was being written.
-  const merged = { ...(a.store.entry() ?? entry), ...fields, updatedAt };
+  const stateVersion = a.store.signals.record({
+    kind: "settings_changed",
+    actor: "human",
+    at: updatedAt,
+    summary: `changed: ${Object.keys(fields).join(", ")}`,
+  });
+  const merged = { ...(a.store.entry() ?? entry), ...fields, updatedAt, stateVersion };
   a.store.saveEntry(merged);
   return { ok: true, entry: merged };
 }
@@ -51,6 +57,12 @@ export async function resetSession(
   const now = Date.now();
   const next = resetEntry(entry, now);
   next.expiresAt = entryExpiry(next, a.config);
+  next.stateVersion = a.store.signals.record({
+    kind: "reset",
+    actor: "human",
+    at: now,
+    summary: "reset by an operator",
+  });
   a.store.saveEntry(next);
   // A yield belongs to the conversation it was made in (SPEC §20): the new one starts without it.
   a.store.setYielding(undefined);

@@ -47,6 +47,7 @@ export function newSessionRow(
     abortedLastRun: false,
     sendPolicy: null,
     queueMode: null,
+    stateVersion: 0,
     lastChannel: null,
     lastTo: null,
     lastAccountId: null,

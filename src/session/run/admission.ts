@@ -23,7 +23,15 @@ export interface AdmissionHost {
   readonly config: Config;
   readonly store: Pick<
     ActorStore,
-    "accepted" | "entry" | "saveEntry" | "keepAnswer" | "hasHistory" | "setYielding" | "steers" | "setSteers"
+    | "accepted"
+    | "entry"
+    | "saveEntry"
+    | "keepAnswer"
+    | "hasHistory"
+    | "setYielding"
+    | "steers"
+    | "setSteers"
+    | "signals"
   >;
   readonly queue: Pick<RunQueue, "summary" | "insert" | "updateSpec" | "head">;
   readonly records: Pick<ActorRecords, "runAccepted">;
@@ -179,6 +187,26 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
 
   // Steering (SPEC §20): a person's message while a turn of this transcript runs joins it
   // before its next model step (`steer`), or ends it and queues behind it (`interrupt`).
+  // The signal log (SPEC §20): a reset, and a message from a chat, a hook or an operator.
+  if (resetHappened && !created) {
+    entry.stateVersion = a.store.signals.record({
+      kind: "reset",
+      actor: req.userInteraction ? "human" : "system",
+      at: now,
+      summary: req.userInteraction ? "reset by a message" : "a new sessionId: the session had gone stale",
+    });
+  }
+  if (req.userInteraction || req.trigger === "rpc" || req.trigger === "hook") {
+    entry.stateVersion = a.store.signals.record({
+      kind: "human_message",
+      actor: "human",
+      at: now,
+      summary: req.sender
+        ? `a message from ${req.sender.channel}:${req.sender.id}`
+        : `a message (${req.trigger})`,
+    });
+  }
+
   // The session's own mode (`/queue`) before the gateway's.
   const mode = entry.queueMode ?? config.session.queue.mode;
   const running = req.steer || req.userInteraction ? steerableRun(a, entry.sessionId) : undefined;

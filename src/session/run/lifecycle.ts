@@ -14,7 +14,10 @@
  *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  - (the step's messages ride
  *                                                          row                           on the finalize)
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
- *                                                          entry's usage accounted
+ *                                                          entry's usage accounted, the
+ *                                                          signal log's event (its
+ *                                                          version the entry's
+ *                                                          stateVersion)
  *   steered     a message joins the running turn           DO: the `steer` kv, in the     (the run's finalize writes
  *               (session.queue.mode steer, /steer):        admission's step; taken into   them as its user messages)
  *               taken before its next model step            the checkpoint in one step
@@ -67,6 +70,7 @@ import { yieldOf } from "../../tools/sessions-yield";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
 import type { ActorRecords, RunRecord } from "../d1/records";
+import type { Signal } from "../storage/signals";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
 import {
@@ -105,7 +109,7 @@ export interface LifecycleHost {
   >;
   readonly store: Pick<
     ActorStore,
-    "entry" | "saveEntry" | "markHistory" | "keepOutcome" | "setYielding" | "steers" | "setSteers"
+    "entry" | "saveEntry" | "markHistory" | "keepOutcome" | "setYielding" | "steers" | "setSteers" | "signals"
   >;
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
@@ -189,10 +193,14 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
     });
     // steered, late: messages that came to steer the run after its last model step run next.
     followSteers(a, runId, spec);
+    const stateVersion = a.store.signals.record(runSignal(runId, spec, progress.outcome));
     const entry = a.store.entry();
     if (entry && entry.sessionId === spec.sessionId) {
       // The run is the head: whatever else the queue holds waits behind it.
-      a.store.saveEntry(accountRun(entry, progress, progress.outcome, a.queue.othersWaiting()));
+      const accounted = accountRun(entry, progress, progress.outcome, a.queue.othersWaiting());
+      a.store.saveEntry({ ...accounted, stateVersion });
+    } else if (entry) {
+      a.store.saveEntry({ ...entry, stateVersion });
     }
     // yielded: in this same synchronous step as the outcome below.
     const yielded = progress.outcome.status === "ok" ? yieldOf(progress.loop.produced) : undefined;
@@ -202,6 +210,24 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
     a.queue.saveProgress(row, progress, true);
   }
   return finalize(a, row, spec, progress, progress.outcome);
+}
+
+/** The signal log's event for a run's end (SPEC §20): completed, failed, or a compaction. */
+function runSignal(runId: string, spec: QueuedRun, outcome: RunOutcome): Omit<Signal, "version"> {
+  const at = outcome.endedAt ?? Date.now();
+  if (outcome.status === "ok") {
+    return spec.req.compact
+      ? { kind: "compacted", actor: "agent", at, summary: "the context was compacted", runId }
+      : { kind: "run_completed", actor: "agent", at, summary: `a ${spec.req.trigger} run completed`, runId };
+  }
+  return {
+    kind: "run_failed",
+    actor: "agent",
+    at,
+    summary: `a ${spec.req.trigger} run ended ${outcome.status}`,
+    runId,
+    outcome: outcome.status === "queued" || outcome.status === "running" ? "error" : outcome.status,
+  };
 }
 
 /**

@@ -12,13 +12,19 @@
  *   outbox      each delivery owed or not recorded in D1 yet   delivery/outbox.ts
  *   context     the turn context copy                          context/copy.ts
  *   d1_pending  records earlier versions left for D1           d1/legacy-journal.ts
+ *   signals     the session's signal log (SPEC §20)            storage/signals.ts
  *
  * Cloudflare bills each row a Durable Object writes, index rows included: tables keyed by text
  * are WITHOUT ROWID (one row per write, not a row and its key's index entry), none counts ids
  * with AUTOINCREMENT, and no table has an index a write must also update.
  */
 
-export const SCHEMA_VERSION = 8;
+export const SCHEMA_VERSION = 9;
+
+/** The signal log (version 9): `version` is the rowid, one row per event, no index. */
+const SIGNALS_DDL = `CREATE TABLE IF NOT EXISTS signals (
+  version INTEGER PRIMARY KEY, kind TEXT NOT NULL, actor TEXT NOT NULL, at INTEGER NOT NULL,
+  summary TEXT NOT NULL, run_id TEXT, outcome TEXT, by TEXT)`;
 
 /** Every table of a new actor, in its current shape (SCHEMA_VERSION). */
 const CURRENT = [
@@ -40,6 +46,7 @@ const CURRENT = [
     run_id TEXT, tokens INTEGER NOT NULL, message TEXT NOT NULL) WITHOUT ROWID`,
   `CREATE TABLE IF NOT EXISTS d1_pending (
     id INTEGER PRIMARY KEY, body TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0)`,
+  SIGNALS_DDL,
 ];
 
 /** The steps from each version to the next (index 0: from none to version 1). */
@@ -94,6 +101,10 @@ const STEPS: Array<(sql: SqlStorage) => void> = [
   // 8: a running run's deadline, a due item of the actor's scheduler.
   (sql) => {
     sql.exec(`ALTER TABLE queue ADD COLUMN deadline INTEGER`);
+  },
+  // 9: the signal log.
+  (sql) => {
+    sql.exec(SIGNALS_DDL);
   },
 ];
 

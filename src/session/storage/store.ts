@@ -19,6 +19,7 @@ import {
   yieldCodec,
 } from "./documents";
 import { migrate } from "./schema";
+import { SignalLog } from "./signals";
 
 /** How long run ids are remembered for dedupe (webhook retries come within minutes or hours). */
 const RECEIVED_RETENTION_MS = 30 * 24 * 3_600_000;
@@ -31,9 +32,12 @@ export const ANNOUNCEMENT_SUFFIX = ":announcement";
 
 export class ActorStore {
   private readonly kvCache = new Map<string, string | null>();
+  /** The session's signal log (SPEC §20); its newest version is the entry's `stateVersion`. */
+  readonly signals: SignalLog;
 
   constructor(readonly sql: SqlStorage) {
     migrate(sql);
+    this.signals = new SignalLog(sql);
   }
 
   /**

@@ -70,6 +70,7 @@ describe("POST /mcp with the MCP SDK client", () => {
       "current_time",
       "sessions_list",
       "sessions_history",
+      "sessions_search",
       "sessions_send",
       "agents_list",
       "session_status",

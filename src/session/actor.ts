@@ -260,10 +260,12 @@ export class SessionActor extends DurableObject<Env> {
   /** The session's stateVersion and, after `since`, its signal log's events (SPEC §20). */
   async stateChanges(sessionKey: string, since: number | undefined): Promise<SessionState> {
     await this.bind(sessionKey);
-    const stateVersion = this.store.entry()?.stateVersion ?? 0;
+    const entry = this.store.entry();
+    const stateVersion = entry?.stateVersion ?? 0;
+    const exists = entry !== undefined;
     return since === undefined
-      ? { stateVersion }
-      : { stateVersion, ...this.store.signals.since(since, stateVersion) };
+      ? { exists, stateVersion }
+      : { exists, stateVersion, ...this.store.signals.since(since, stateVersion) };
   }
 
   /** What run `runId` was asked (its inputs' text) while this session holds it queued or running. */

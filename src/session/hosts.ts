@@ -9,6 +9,7 @@ import type { DeliveryOutbox } from "../delivery/outbox";
 import type { EnqueueRequest } from "../runs/types";
 import type { CommandHost } from "./chat/commands";
 import type { PostHost } from "./chat/posts";
+import { actorSessions } from "./client";
 import type { ContextStore } from "./context/copy";
 import type { ActorRecords } from "./d1/records";
 import type { EntryHost } from "./entry/changes";
@@ -107,6 +108,7 @@ export function actorHosts(p: ActorParts): ActorHosts {
       noticeTools: (spec, runId, produced, appended) =>
         noticeToolActivity(turn, spec, runId, produced, appended),
       continueFlows: (runId, spec, progress, outcome) => continueFlows(flows, runId, spec, progress, outcome),
+      stateChanges: (sessionKey, since) => actorSessions(p.env()).stateChanges(sessionKey, since),
     },
     commands: {
       get env() {

@@ -50,6 +50,8 @@ export interface SessionPort {
 
 /** A session's state as its actor knows it (SPEC §20 "State awareness"). */
 export interface SessionState {
+  /** Whether the session exists (has an entry). */
+  exists?: boolean;
   stateVersion: number;
   events?: Array<{
     version: number;
@@ -59,6 +61,7 @@ export interface SessionState {
     summary: string;
     runId?: string;
     outcome?: string;
+    by?: string;
   }>;
   historyGap?: boolean;
 }

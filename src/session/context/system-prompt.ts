@@ -17,9 +17,11 @@ export interface SystemPromptInput {
   timezone: string;
   /** The latest compaction summary of the conversation, when it was compacted. */
   summary?: string;
+  /** Notes of sessions this one watches that changed since its last run (SPEC §20). */
+  notes?: string[];
 }
 
-export function buildSystemPrompt({ base, req, timezone, summary }: SystemPromptInput): string {
+export function buildSystemPrompt({ base, req, timezone, summary, notes }: SystemPromptInput): string {
   const lines = [
     base ?? DEFAULT_SYSTEM_PROMPT,
     "",
@@ -70,6 +72,9 @@ export function buildSystemPrompt({ base, req, timezone, summary }: SystemPrompt
         ? "Complete the task below; your final reply is reported to the session that spawned you."
         : `This is the announce step. Reply exactly ${ANNOUNCE_SKIP} to stay silent.`,
     );
+  }
+  if (notes?.length) {
+    lines.push("", "## Sessions you watch", ...notes);
   }
   if (summary !== undefined) {
     lines.push(

@@ -16,7 +16,7 @@ export type EntryPatch = Partial<
 /** What the operator's edits use of the actor. */
 export interface EntryHost {
   readonly config: Config;
-  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "setYielding" | "signals">;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "setYielding" | "signals" | "setWatching">;
   readonly records: Pick<ActorRecords, "entryPatched" | "sessionStarted">;
 }
 
@@ -66,6 +66,7 @@ export async function resetSession(
   a.store.saveEntry(next);
   // A yield belongs to the conversation it was made in (SPEC §20): the new one starts without it.
   a.store.setYielding(undefined);
+  a.store.setWatching([]);
   await a.records.sessionStarted(next, now);
   return { key: next.key, sessionId: next.sessionId };
 }

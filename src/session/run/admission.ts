@@ -32,6 +32,7 @@ export interface AdmissionHost {
     | "steers"
     | "setSteers"
     | "signals"
+    | "setWatching"
   >;
   readonly queue: Pick<RunQueue, "summary" | "insert" | "updateSpec" | "head">;
   readonly records: Pick<ActorRecords, "runAccepted">;
@@ -246,8 +247,12 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
     entry.runStatus = "running";
   }
   a.store.saveEntry(entry);
-  // A yield belongs to the conversation it was made in (SPEC §20): a reset ends it.
-  if (resetHappened) a.store.setYielding(undefined);
+  // A yield and the watches belong to the conversation they were made in (SPEC §20): a reset
+  // ends them.
+  if (resetHappened) {
+    a.store.setYielding(undefined);
+    a.store.setWatching([]);
+  }
   const result = { ok: true as const, runId, sessionKey: req.sessionKey, sessionId: entry.sessionId, status };
   const waitingOn = a.live.current ? [...a.live.waitingOn.keys()] : [];
   a.store.keepAnswer(req.runId, result, now);

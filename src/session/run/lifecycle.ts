@@ -24,6 +24,12 @@
  *               (agent/loop.ts); tool calls not started    (run/turn.ts); left over at
  *               yet are skipped                            `ended`: a follow-up run,
  *                                                          queued in that same step
+ *   noted       before a run starts: the changes of the      DO: the notes in the run's    -
+ *               sessions it watches (their actors' signal  first checkpoint, the
+ *               logs), one note per changed session        versions seen in the
+ *                                                          `watching` kv, one step; the
+ *                                                          watches a run starts are
+ *                                                          added at `ended`
  *   yielded     an ended turn's last tool call was         DO: the `yield` kv (the       -
  *               sessions_yield (tools/sessions-yield.ts):  children waited on), in the
  *               each announcement of a child waited on      same step as `ended`
@@ -67,6 +73,8 @@ import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../../runs/types";
 import { yieldOf } from "../../tools/sessions-yield";
+import type { SessionState } from "../../tools/types";
+import { mergeWatches, NOTED_KINDS, type Watch, watchesOf, watchNote } from "../../tools/watches";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
 import type { ActorRecords, RunRecord } from "../d1/records";
@@ -109,7 +117,16 @@ export interface LifecycleHost {
   >;
   readonly store: Pick<
     ActorStore,
-    "entry" | "saveEntry" | "markHistory" | "keepOutcome" | "setYielding" | "steers" | "setSteers" | "signals"
+    | "entry"
+    | "saveEntry"
+    | "markHistory"
+    | "keepOutcome"
+    | "setYielding"
+    | "steers"
+    | "setSteers"
+    | "signals"
+    | "watching"
+    | "setWatching"
   >;
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
@@ -124,6 +141,8 @@ export interface LifecycleHost {
   continueFlows(runId: string, spec: QueuedRun, progress: RunProgress, outcome: RunOutcome): Promise<void>;
   /** Sets the alarm for what is due (a run's deadline, once it has started). */
   schedule(): Promise<void>;
+  /** A watched session's stateVersion and its signal log after `since` (its actor answers). */
+  stateChanges(sessionKey: string, since: number): Promise<SessionState>;
 }
 
 /** What an attempt leaves the actor to do: remove its session (a sub-agent with cleanup "delete"). */
@@ -174,7 +193,12 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
   const stored = a.queue.progress(row);
   const progress: RunProgress = stored ?? { startedAt: Date.now(), loop: emptyCheckpoint() };
   if (!stored) {
+    // noted: the changes of watched sessions since this session's last run, shown to this one.
+    const watched =
+      !spec.req.compact && a.store.watching().length > 0 ? await noticeWatched(a, spec) : undefined;
+    if (watched?.notes.length) progress.notes = watched.notes;
     a.queue.start(row, progress, spec.req.timeoutSeconds);
+    if (watched) a.store.setWatching(watched.watches);
     // Its deadline is a due item of the actor's alarm.
     if (spec.req.timeoutSeconds) await a.schedule();
   }
@@ -194,6 +218,9 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
     // steered, late: messages that came to steer the run after its last model step run next.
     followSteers(a, runId, spec);
     const stateVersion = a.store.signals.record(runSignal(runId, spec, progress.outcome));
+    // watching: the sub-agents it spawned, the sessions it sent to with `watch: true`.
+    const added = watchesOf(progress.loop.produced);
+    if (added.length) a.store.setWatching(mergeWatches(a.store.watching(), added));
     const entry = a.store.entry();
     if (entry && entry.sessionId === spec.sessionId) {
       // The run is the head: whatever else the queue holds waits behind it.
@@ -210,6 +237,41 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
     a.queue.saveProgress(row, progress, true);
   }
   return finalize(a, row, spec, progress, progress.outcome);
+}
+
+/**
+ * The notes a run of a watcher starts with: for each watched session, asked of its actor, one
+ * note when a person or an operator changed it (not this session) since the version seen; the
+ * watches to keep, each at the version now seen (a deleted session's watch goes; one whose actor
+ * did not answer is asked again next run).
+ */
+async function noticeWatched(
+  a: LifecycleHost,
+  spec: QueuedRun,
+): Promise<{ notes: string[]; watches: Watch[] }> {
+  const self = spec.req.sessionKey;
+  const answers = await Promise.all(
+    a.store.watching().map(async (w) => {
+      try {
+        return { w, state: await a.stateChanges(w.key, w.seen) };
+      } catch {
+        return { w, state: undefined };
+      }
+    }),
+  );
+  const notes: string[] = [];
+  const watches: Watch[] = [];
+  for (const { w, state } of answers) {
+    if (!state) {
+      watches.push(w);
+      continue;
+    }
+    if (!state.exists) continue;
+    const last = (state.events ?? []).filter((e) => NOTED_KINDS.has(e.kind) && e.by !== self).at(-1);
+    if (last) notes.push(watchNote(w.key, last.kind, w.seen));
+    watches.push({ key: w.key, seen: state.stateVersion });
+  }
+  return { notes, watches };
 }
 
 /** The signal log's event for a run's end (SPEC §20): completed, failed, or a compaction. */

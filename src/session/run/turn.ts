@@ -195,6 +195,7 @@ export async function runTurn(
         req,
         timezone: config.session.timezone,
         ...(summary !== undefined ? { summary } : {}),
+        ...(progress.notes ? { notes: progress.notes } : {}),
       });
     const compaction = {
       sessionId: spec.sessionId,

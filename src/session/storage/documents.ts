@@ -84,6 +84,8 @@ export interface RunProgress {
   stored?: number;
   /** Set when a run given up on is recorded without its inputs (one of them may be what D1 refuses). */
   inputsLeftOut?: boolean;
+  /** Notes of watched sessions that changed (SPEC §20), shown in this run's system prompt. */
+  notes?: string[];
 }
 
 /**
@@ -164,6 +166,7 @@ const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
   outcome: RunOutcomeSchema.optional(),
   stored: num.optional(),
   inputsLeftOut: z.boolean().optional(),
+  notes: z.array(str).optional(),
 });
 
 const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
@@ -232,6 +235,14 @@ export const steerCodec = durableCodec(
     runId: str,
     items: z.array(z.looseObject({ id: str, input: RunInputSchema })),
   }) as unknown as z.ZodType<SteerState>,
+);
+/** The sessions this session watches (SPEC §20), each with the version of its log it has seen. */
+export const watchingCodec = durableCodec(
+  "watching",
+  1,
+  z.looseObject({ watches: z.array(z.looseObject({ key: str, seen: num })) }) as unknown as z.ZodType<{
+    watches: Array<{ key: string; seen: number }>;
+  }>,
 );
 export const contextStateCodec = durableCodec(
   "context state",

@@ -15,6 +15,7 @@ import {
   outcomeCodec,
   type SteerState,
   steerCodec,
+  watchingCodec,
   type YieldState,
   yieldCodec,
 } from "./documents";
@@ -139,6 +140,17 @@ export class ActorStore {
   setSteers(state: SteerState | undefined): void {
     if (state?.items.length) this.kvSet("steer", steerCodec.encode(state));
     else if (this.kvGet("steer") !== undefined) this.kvDelete("steer");
+  }
+
+  /** The sessions this session watches (SPEC §20), oldest first. */
+  watching(): Array<{ key: string; seen: number }> {
+    const raw = this.kvGet("watching");
+    return raw ? watchingCodec.decode(raw).watches : [];
+  }
+
+  setWatching(watches: Array<{ key: string; seen: number }>): void {
+    if (watches.length) this.kvSet("watching", watchingCodec.encode({ watches }));
+    else if (this.kvGet("watching") !== undefined) this.kvDelete("watching");
   }
 
   finishedOutcome(runId: string): RunOutcome | undefined {

@@ -5,7 +5,7 @@
 import { vi } from "vitest";
 import { SIGNATURE_HEADER } from "../../src/auth/signature";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import { type Delivered, rpc } from "./support";
+import { changeActorEnv, type Delivered, inbound, rpc, waitRun } from "./support";
 
 export interface ModelRequest {
   system: string;
@@ -134,4 +134,42 @@ export const groupMessage = (groupId: string, text: string) => ({
 export async function history(sessionKey: string): Promise<TranscriptMessage[]> {
   const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", { sessionKey, limit: 1000 });
   return res.payload.messages;
+}
+
+/**
+ * A telegram group session that has run once (the test config's echo model), its actor then
+ * given the scripted model (and `extra`) for its next runs.
+ */
+export async function scriptedGroup(id: string, extra: Record<string, unknown> = {}): Promise<void> {
+  const ack = (await (await inbound("telegram", groupMessage(id, "hello"))).json()) as { runId: string };
+  await waitRun(ack.runId);
+  await changeActorEnv(group(id), { config: { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS, ...extra } });
+}
+
+/** Sends `text` to group `id` and waits for its run to end; its run id. */
+export async function sayInGroup(id: string, text: string): Promise<string> {
+  const ack = (await (await inbound("telegram", groupMessage(id, text))).json()) as { runId: string };
+  await waitRun(ack.runId);
+  return ack.runId;
+}
+
+/** The parsed result of the latest call of `tool` in a transcript. */
+export function lastToolResult<T = Record<string, unknown>>(messages: TranscriptMessage[], tool: string): T {
+  const m = messages.filter((x) => x.role === "toolResult" && x.toolName === tool).at(-1);
+  if (!m) throw new Error(`no ${tool} result in the transcript`);
+  return JSON.parse((m.content[0] as { text: string }).text) as T;
+}
+
+/**
+ * A requester that spawns on `spawn:{…}` (the JSON is sessions_spawn's arguments) and
+ * acknowledges the tool's result; its sub-agents answer with `child`.
+ */
+export function spawningScript(child: (req: ModelRequest) => ModelAnswer) {
+  return (req: ModelRequest): ModelAnswer => {
+    if (req.system.includes("## Sub-agent")) return child(req);
+    if (req.lastRole === "tool") return { text: `spawned: ${req.lastTool}` };
+    if (req.lastUser.startsWith("spawn:"))
+      return { tool: "sessions_spawn", args: JSON.parse(req.lastUser.slice(6)) };
+    return { text: `answer to ${req.lastUser}` };
+  };
 }

@@ -15,25 +15,17 @@ import {
   type ModelRequest,
   groupMessage as msg,
   SCRIPTED_MODEL_CONFIG,
+  scriptedGroup,
   scriptedWorld,
+  spawningScript,
 } from "./model-support";
 import { withActorConfig } from "./rpc-support";
 import { eventually, inbound, rpc, waitRun } from "./support";
 
-function script(child: (req: ModelRequest) => ModelAnswer) {
-  return (req: ModelRequest): ModelAnswer => {
-    if (req.system.includes("## Sub-agent")) return child(req);
-    if (req.lastRole === "tool") return { text: `spawned: ${req.lastTool}` };
-    if (req.lastUser.startsWith("spawn:"))
-      return { tool: "sessions_spawn", args: JSON.parse(req.lastUser.slice(6)) };
-    return { text: `answer to ${req.lastUser}` };
-  };
-}
+const script = spawningScript;
 
 async function requester(id: string, extra: Record<string, unknown> = {}) {
-  const ack = (await (await inbound("telegram", msg(id, "hello"))).json()) as { runId: string };
-  await waitRun(ack.runId);
-  await withActorConfig(group(id), { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS, ...extra });
+  await scriptedGroup(id, extra);
 }
 
 function toolResultOf(h: TranscriptMessage[], name: string) {

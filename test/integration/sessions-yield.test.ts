@@ -16,24 +16,16 @@ import {
   history,
   type ModelAnswer,
   type ModelRequest,
-  groupMessage as msg,
   SCRIPTED_MODEL_CONFIG,
+  sayInGroup,
+  scriptedGroup,
   scriptedWorld,
 } from "./model-support";
 import { withActorConfig } from "./rpc-support";
-import { actor, eventually, inbound, waitRun } from "./support";
+import { actor, eventually } from "./support";
 
-async function requester(id: string) {
-  const ack = (await (await inbound("telegram", msg(id, "hello"))).json()) as { runId: string };
-  await waitRun(ack.runId);
-  await withActorConfig(group(id), { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS });
-}
-
-async function say(id: string, text: string): Promise<string> {
-  const ack = (await (await inbound("telegram", msg(id, text))).json()) as { runId: string };
-  await waitRun(ack.runId);
-  return ack.runId;
-}
+const requester = (id: string) => scriptedGroup(id);
+const say = sayInGroup;
 
 function yieldingOf(key: string): Promise<YieldState | undefined> {
   return runInDurableObject(actor(key), async (instance: SessionActor) => {

@@ -9,50 +9,27 @@ import { parseConfig } from "../../src/config/load";
 import { actorSessions } from "../../src/session/client";
 import { type SubagentRun, subagentsTool } from "../../src/tools/subagents";
 import type { ToolContext } from "../../src/tools/types";
-import type { TranscriptMessage } from "../../src/transcript/message";
 import {
-  CONNECTORS,
   group,
   history,
-  type ModelAnswer,
-  type ModelRequest,
-  groupMessage as msg,
+  lastToolResult,
   SCRIPTED_MODEL_CONFIG,
+  sayInGroup,
+  scriptedGroup,
   scriptedWorld,
+  spawningScript,
 } from "./model-support";
-import { withActorConfig } from "./rpc-support";
-import { eventually, inbound, waitRun } from "./support";
+import { eventually, waitRun } from "./support";
 
-function script(child: (req: ModelRequest) => ModelAnswer) {
-  return (req: ModelRequest): ModelAnswer => {
-    if (req.system.includes("## Sub-agent")) return child(req);
-    if (req.lastRole === "tool") return { text: `spawned: ${req.lastTool}` };
-    if (req.lastUser.startsWith("spawn:"))
-      return { tool: "sessions_spawn", args: JSON.parse(req.lastUser.slice(6)) };
-    return { text: `answer to ${req.lastUser}` };
-  };
-}
-
-async function requester(id: string) {
-  const ack = (await (await inbound("telegram", msg(id, "hello"))).json()) as { runId: string };
-  await waitRun(ack.runId);
-  await withActorConfig(group(id), { ...SCRIPTED_MODEL_CONFIG, connectors: CONNECTORS });
-}
+const script = spawningScript;
+const requester = (id: string) => scriptedGroup(id);
 
 async function spawn(
   id: string,
   args: Record<string, unknown>,
 ): Promise<{ runId: string; childSessionKey: string }> {
-  const ack = (await (await inbound("telegram", msg(id, `spawn:${JSON.stringify(args)}`))).json()) as {
-    runId: string;
-  };
-  await waitRun(ack.runId);
-  const results = (await history(group(id))).filter(
-    (m: TranscriptMessage) => m.role === "toolResult" && m.toolName === "sessions_spawn",
-  );
-  const last = results[results.length - 1];
-  if (!last) throw new Error(`no sessions_spawn result in ${group(id)}`);
-  return JSON.parse((last.content[0] as { text: string }).text);
+  await sayInGroup(id, `spawn:${JSON.stringify(args)}`);
+  return lastToolResult(await history(group(id)), "sessions_spawn");
 }
 
 const config = parseConfig(JSON.stringify(SCRIPTED_MODEL_CONFIG));

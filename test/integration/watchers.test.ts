@@ -11,14 +11,15 @@ import {
   CONNECTORS,
   group,
   history,
+  lastToolResult,
   type ModelAnswer,
   type ModelRequest,
-  groupMessage as msg,
   SCRIPTED_MODEL_CONFIG,
+  sayInGroup,
   scriptedWorld,
 } from "./model-support";
 import { withActorConfig } from "./rpc-support";
-import { drain, inbound, rpc, waitRun } from "./support";
+import { drain, rpc, waitRun } from "./support";
 
 const CONFIG = {
   ...SCRIPTED_MODEL_CONFIG,
@@ -37,9 +38,9 @@ function script(req: ModelRequest): ModelAnswer {
 }
 
 async function say(id: string, text: string): Promise<string> {
-  const ack = (await (await inbound("telegram", msg(id, text))).json()) as { runId: string };
-  expect(await waitRun(ack.runId)).toMatchObject({ status: "ok" });
-  return ack.runId;
+  const runId = await sayInGroup(id, text);
+  expect(await waitRun(runId)).toMatchObject({ status: "ok" });
+  return runId;
 }
 
 /** The "Sessions you watch" notes of the system prompt of the model call answering `text`. */
@@ -61,13 +62,10 @@ describe("watchers", () => {
       watcher,
       `send:${JSON.stringify({ sessionKey: group(target), message: "hi", timeoutSeconds: 0, watch: true })}`,
     );
-    const sent = (await history(group(watcher))).find(
-      (m) => m.role === "toolResult" && m.toolName === "sessions_send",
+    const result = lastToolResult<{ watched?: boolean; watchVersion?: number }>(
+      await history(group(watcher)),
+      "sessions_send",
     );
-    const result = JSON.parse((sent?.content[0] as { text: string }).text) as {
-      watched?: boolean;
-      watchVersion?: number;
-    };
     expect(result).toMatchObject({ watched: true, watchVersion: expect.any(Number) });
     // The exchange the message started (the target's run, its reply in the watcher) ends first.
     await drain(group(watcher), group(target));
@@ -105,11 +103,10 @@ describe("watchers", () => {
     await say(id, "hello");
     await withActorConfig(group(id), CONFIG);
     await say(id, `spawn:${JSON.stringify({ task: "a task", model: "fake/m" })}`);
-    const spawned = (await history(group(id))).find(
-      (m) => m.role === "toolResult" && m.toolName === "sessions_spawn",
-    );
-    const child = (JSON.parse((spawned?.content[0] as { text: string }).text) as { childSessionKey: string })
-      .childSessionKey;
+    const child = lastToolResult<{ childSessionKey: string }>(
+      await history(group(id)),
+      "sessions_spawn",
+    ).childSessionKey;
     expect((await rpc("sessions.patch", { key: child, label: "renamed-child" })).status).toBe(200);
     await say(id, "check");
     expect(notesFor(world.requests, "check")[0]).toContain(`Session "${child}" changed (settings_changed)`);

@@ -4,18 +4,10 @@
  * matched message (`sessionId` and `around`, so a transcript from before a reset opens too).
  */
 import type { FC } from "hono/jsx";
+import type { SearchResult } from "../../views/search";
 import { Page, SessionLink, sessionHref, When } from "../layout";
 
-export interface SearchHit {
-  sessionKey: string;
-  sessionId: string;
-  seq: number;
-  role: string;
-  timestamp: number;
-  agentId: string;
-  channel: string | null;
-  excerpt: string;
-}
+type SearchHit = SearchResult;
 
 export interface SearchData {
   query: string;

@@ -124,6 +124,23 @@ describe("switchboard sessions, history", () => {
     expect(json).toMatchObject({ sessionKey: ALICE, hasMore: false });
   });
 
+  it("search prints the hits as a table and --json; a hit reopens with history --session-id --around", async () => {
+    const r = await cli("search", "hello");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^SESSION +SEQ +ROLE +WHEN +EXCERPT$/m);
+    expect(r.stdout).toMatch(new RegExp(`^${ALICE} +1 +user +\\S+ +\\*\\*hello\\*\\*$`, "m"));
+    const json = JSON.parse((await cli("search", "hello", "--json")).stdout) as {
+      results: Array<{ sessionKey: string; sessionId: string; seq: number; excerpt: string }>;
+    };
+    const hit = json.results.find((h) => h.sessionKey === ALICE && h.seq === 1);
+    expect(hit?.excerpt).toBe("**hello**");
+    const around = await cli("history", ALICE, "--session-id", hit?.sessionId ?? "", "--around", "1", "--limit", "2");
+    expect(around.code).toBe(0);
+    expect(around.stdout.split("\n")[0]).toMatch(/user {7}hello$/);
+    const none = await cli("search", '"NEAR(');
+    expect(none.code).toBe(0);
+  });
+
   it("an unknown session is exit 4 with one line", async () => {
     const r = await cli("history", "agent:main:telegram:dm:nobody");
     expect(r.code).toBe(4);

@@ -134,7 +134,16 @@ describe("switchboard sessions, history", () => {
     };
     const hit = json.results.find((h) => h.sessionKey === ALICE && h.seq === 1);
     expect(hit?.excerpt).toBe("**hello**");
-    const around = await cli("history", ALICE, "--session-id", hit?.sessionId ?? "", "--around", "1", "--limit", "2");
+    const around = await cli(
+      "history",
+      ALICE,
+      "--session-id",
+      hit?.sessionId ?? "",
+      "--around",
+      "1",
+      "--limit",
+      "2",
+    );
     expect(around.code).toBe(0);
     expect(around.stdout.split("\n")[0]).toMatch(/user {7}hello$/);
     const none = await cli("search", '"NEAR(');

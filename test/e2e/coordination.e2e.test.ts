@@ -90,7 +90,7 @@ describe("steering a running turn", () => {
       "assistant:answering both",
     ]);
     await waitFor(
-      async () => connector.deliveriesFor({ sessionKey: key }).some((d) => d.body.text === "answering both"),
+      async () => connector.deliveriesFor({ sessionKey: key }).some((d) => d.body?.text === "answering both"),
       30_000,
       { what: "the steered turn's reply" },
     );

@@ -11,8 +11,6 @@ import {
   CONNECTORS,
   group,
   history,
-  type ModelAnswer,
-  type ModelRequest,
   groupMessage as msg,
   SCRIPTED_MODEL_CONFIG,
   scriptedGroup,

@@ -72,13 +72,9 @@ import { emptyCheckpoint } from "../../agent/loop";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../../runs/types";
-import { yieldOf } from "../../tools/sessions-yield";
-import type { SessionState } from "../../tools/types";
-import { mergeWatches, NOTED_KINDS, type Watch, watchesOf, watchNote } from "../../tools/watches";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
-import type { ActorRecords, RunRecord } from "../d1/records";
-import type { Signal } from "../storage/signals";
+import type { ActorRecords } from "../d1/records";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
 import {
@@ -92,6 +88,7 @@ import {
   specOf,
 } from "./queue";
 import { accountRun, runRecordOf } from "./run-row";
+import { endState, noticeWatched, type SessionStateHost } from "./session-state";
 import type { TurnSteps } from "./turn";
 import type { RunWaiters } from "./waiters";
 
@@ -101,7 +98,7 @@ import type { RunWaiters } from "./waiters";
  * modules it hands a run to: its turn (run/turn.ts), its tool notices, its flow's next step
  * (flows/handoff.ts).
  */
-export interface LifecycleHost {
+export interface LifecycleHost extends SessionStateHost {
   readonly config: Config;
   readonly queue: Pick<
     RunQueue,
@@ -115,19 +112,8 @@ export interface LifecycleHost {
     | "remove"
     | "insert"
   >;
-  readonly store: Pick<
-    ActorStore,
-    | "entry"
-    | "saveEntry"
-    | "markHistory"
-    | "keepOutcome"
-    | "setYielding"
-    | "steers"
-    | "setSteers"
-    | "signals"
-    | "watching"
-    | "setWatching"
-  >;
+  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "markHistory" | "keepOutcome"> &
+    SessionStateHost["store"];
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
   readonly waiters: Pick<RunWaiters, "notify">;
@@ -141,8 +127,6 @@ export interface LifecycleHost {
   continueFlows(runId: string, spec: QueuedRun, progress: RunProgress, outcome: RunOutcome): Promise<void>;
   /** Sets the alarm for what is due (a run's deadline, once it has started). */
   schedule(): Promise<void>;
-  /** A watched session's stateVersion and its signal log after `since` (its actor answers). */
-  stateChanges(sessionKey: string, since: number): Promise<SessionState>;
 }
 
 /** What an attempt leaves the actor to do: remove its session (a sub-agent with cleanup "delete"). */
@@ -194,8 +178,7 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
   const progress: RunProgress = stored ?? { startedAt: Date.now(), loop: emptyCheckpoint() };
   if (!stored) {
     // noted: the changes of watched sessions since this session's last run, shown to this one.
-    const watched =
-      !spec.req.compact && a.store.watching().length > 0 ? await noticeWatched(a, spec) : undefined;
+    const watched = await noticeWatched(a, spec);
     if (watched?.notes.length) progress.notes = watched.notes;
     a.queue.start(row, progress, spec.req.timeoutSeconds);
     if (watched) a.store.setWatching(watched.watches);
@@ -215,12 +198,8 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
         await a.noticeTools(spec, runId, progress.loop.produced, appended);
       },
     });
-    // steered, late: messages that came to steer the run after its last model step run next.
-    followSteers(a, runId, spec);
-    const stateVersion = a.store.signals.record(runSignal(runId, spec, progress.outcome));
-    // watching: the sub-agents it spawned, the sessions it sent to with `watch: true`.
-    const added = watchesOf(progress.loop.produced);
-    if (added.length) a.store.setWatching(mergeWatches(a.store.watching(), added));
+    // The session's state at the run's end: steers left over, the signal log, watches, a yield.
+    const stateVersion = endState(a, runId, spec, progress, progress.outcome);
     const entry = a.store.entry();
     if (entry && entry.sessionId === spec.sessionId) {
       // The run is the head: whatever else the queue holds waits behind it.
@@ -229,85 +208,11 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
     } else if (entry) {
       a.store.saveEntry({ ...entry, stateVersion });
     }
-    // yielded: in this same synchronous step as the outcome below.
-    const yielded = progress.outcome.status === "ok" ? yieldOf(progress.loop.produced) : undefined;
-    if (yielded) a.store.setYielding({ runId, since: Date.now(), waitingOn: yielded.waitingOn });
     // ended: its last message is held in the checkpoint with the outcome (the run's end removes
     // both with its row; no step row is written for it).
     a.queue.saveProgress(row, progress, true);
   }
   return finalize(a, row, spec, progress, progress.outcome);
-}
-
-/**
- * The notes a run of a watcher starts with: for each watched session, asked of its actor, one
- * note when a person or an operator changed it (not this session) since the version seen; the
- * watches to keep, each at the version now seen (a deleted session's watch goes; one whose actor
- * did not answer is asked again next run).
- */
-async function noticeWatched(
-  a: LifecycleHost,
-  spec: QueuedRun,
-): Promise<{ notes: string[]; watches: Watch[] }> {
-  const self = spec.req.sessionKey;
-  const answers = await Promise.all(
-    a.store.watching().map(async (w) => {
-      try {
-        return { w, state: await a.stateChanges(w.key, w.seen) };
-      } catch {
-        return { w, state: undefined };
-      }
-    }),
-  );
-  const notes: string[] = [];
-  const watches: Watch[] = [];
-  for (const { w, state } of answers) {
-    if (!state) {
-      watches.push(w);
-      continue;
-    }
-    if (!state.exists) continue;
-    const last = (state.events ?? []).filter((e) => NOTED_KINDS.has(e.kind) && e.by !== self).at(-1);
-    if (last) notes.push(watchNote(w.key, last.kind, w.seen));
-    watches.push({ key: w.key, seen: state.stateVersion });
-  }
-  return { notes, watches };
-}
-
-/** The signal log's event for a run's end (SPEC §20): completed, failed, or a compaction. */
-function runSignal(runId: string, spec: QueuedRun, outcome: RunOutcome): Omit<Signal, "version"> {
-  const at = outcome.endedAt ?? Date.now();
-  if (outcome.status === "ok") {
-    return spec.req.compact
-      ? { kind: "compacted", actor: "agent", at, summary: "the context was compacted", runId }
-      : { kind: "run_completed", actor: "agent", at, summary: `a ${spec.req.trigger} run completed`, runId };
-  }
-  return {
-    kind: "run_failed",
-    actor: "agent",
-    at,
-    summary: `a ${spec.req.trigger} run ended ${outcome.status}`,
-    runId,
-    outcome: outcome.status === "queued" || outcome.status === "running" ? "error" : outcome.status,
-  };
-}
-
-/**
- * Messages that came to steer run `runId` after its last model step: queued as one follow-up
- * run (SPEC §20 "if the run ends before a next step"), in the `ended` step, so they are neither
- * lost nor run twice.
- */
-function followSteers(a: LifecycleHost, runId: string, spec: QueuedRun): void {
-  const left = a.store.steers();
-  if (left?.runId !== runId) return;
-  const followUp = crypto.randomUUID();
-  const { idempotencyKey: _key, steer: _steer, ...req } = spec.req;
-  a.queue.insert(
-    followUp,
-    { req: { ...req, runId: followUp, inputs: left.items.map((i) => i.input) }, sessionId: spec.sessionId },
-    Date.now(),
-  );
-  a.store.setSteers(undefined);
 }
 
 /**
@@ -464,45 +369,4 @@ async function giveUp(a: LifecycleHost, row: QueueRow, error: string): Promise<A
       `run ${row.run_id} ended (${error}); its D1 row could not be updated: ${causeOf(recordError)}`,
     );
   }
-}
-
-/**
- * Waiting runs dropped before they started (`abort` with `clearQueue`): each is done at once,
- * `aborted`, its waiters answered and its D1 row ended. Returns how many.
- */
-export async function dropQueued(a: {
-  readonly queue: Pick<RunQueue, "rows" | "remove">;
-  readonly store: Pick<ActorStore, "entry" | "keepOutcome">;
-  readonly waiters: Pick<RunWaiters, "notify">;
-  readonly records: Pick<ActorRecords, "runsEnded">;
-}): Promise<number> {
-  const now = Date.now();
-  const dropped: RunRecord[] = [];
-  for (const row of a.queue.rows()) {
-    if (row.state !== "queued") continue;
-    a.queue.remove(row);
-    const outcome: RunOutcome = {
-      runId: row.run_id,
-      status: "aborted",
-      endedAt: now,
-      error: "aborted before start",
-    };
-    a.store.keepOutcome(outcome, now);
-    a.waiters.notify(outcome);
-    let run: RunRecord = {
-      ...outcome,
-      sessionKey: a.store.entry()?.key ?? "",
-      sessionId: "",
-      trigger: "inbound",
-      createdAt: row.enqueued_at,
-    };
-    try {
-      run = { ...runRecordOf(row.run_id, specOf(row), row.enqueued_at), ...outcome };
-    } catch {
-      // An unreadable spec: the row as far as it is known.
-    }
-    dropped.push(run);
-  }
-  await a.records.runsEnded(dropped);
-  return dropped.length;
 }

@@ -128,7 +128,7 @@ describe("switchboard sessions, history", () => {
     const r = await cli("search", "hello");
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/^SESSION +SEQ +ROLE +WHEN +EXCERPT$/m);
-    expect(r.stdout).toMatch(new RegExp(`^${ALICE} +1 +user +\\S+ +\\*\\*hello\\*\\*$`, "m"));
+    expect(r.stdout).toMatch(new RegExp(`^${ALICE} +1 +user +\\S.*\\S +\\*\\*hello\\*\\*$`, "m"));
     const json = JSON.parse((await cli("search", "hello", "--json")).stdout) as {
       results: Array<{ sessionKey: string; sessionId: string; seq: number; excerpt: string }>;
     };

@@ -186,8 +186,6 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
   if (req.userInteraction) entry.lastInteractionAt = now;
   entry.expiresAt = entryExpiry(entry, config);
 
-  // Steering (SPEC §20): a person's message while a turn of this transcript runs joins it
-  // before its next model step (`steer`), or ends it and queues behind it (`interrupt`).
   // The signal log (SPEC §20): a reset, and a message from a chat, a hook or an operator.
   if (resetHappened && !created) {
     entry.stateVersion = a.store.signals.record({
@@ -208,7 +206,9 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
     });
   }
 
-  // The session's own mode (`/queue`) before the gateway's.
+  // Steering (SPEC §20): a person's message while a turn of this transcript runs joins it
+  // before its next model step (`steer`), or ends it and queues behind it (`interrupt`). The
+  // session's own mode (`/queue`) comes before the gateway's.
   const mode = entry.queueMode ?? config.session.queue.mode;
   const running = req.steer || req.userInteraction ? steerableRun(a, entry.sessionId) : undefined;
   if (running && !greeting && !resetHappened) {

@@ -10,7 +10,8 @@ import { describe, expect, it } from "vitest";
 import { app } from "../../src/http/app";
 import type { SessionActor } from "../../src/session/actor";
 import { SIGNALS_KEPT, type SignalLog } from "../../src/session/storage/signals";
-import { actor, actorSettled, configText, dm, inbound, rpc, TOKEN, waitRun } from "./support";
+import { hangingModel, SLOW_MODEL_CONFIG, withActorConfig } from "./rpc-support";
+import { actor, actorSettled, configText, dm, eventually, inbound, rpc, TOKEN, waitRun } from "./support";
 
 interface Status {
   stateVersion: number;
@@ -84,6 +85,27 @@ describe("the signal log", () => {
     // Without changesSince: the version only.
     expect((await status(key)).stateChanges).toBeUndefined();
     expect((await status(key, 4)).stateChanges).toEqual({ events: [], historyGap: false });
+  });
+
+  it("a message the queue's cap refused records nothing", async () => {
+    const groupId = `signals-cap-${Date.now().toString(36)}`;
+    const key = `agent:main:telegram:group:${groupId}`;
+    await withActorConfig(key, { ...SLOW_MODEL_CONFIG, session: { queue: { cap: 1 } } });
+    const model = hangingModel();
+    try {
+      const send = (text: string) => inbound("telegram", dm(text, { chatType: "group", groupId }));
+      expect((await send("running")).status).toBe(202);
+      await eventually(async () => model.calls() === 1);
+      expect((await send("waiting")).status).toBe(202);
+      expect((await send("refused")).status).toBe(429);
+      // Asked of the actor: a connector's messages reach D1 with their runs' ends (written behind).
+      const seen = await actor(key).stateChanges(key, 0);
+      expect(seen.events?.map((e) => e.kind)).toEqual(["human_message", "human_message"]);
+      expect(seen.stateVersion).toBe(2);
+    } finally {
+      model.restore();
+      await actor(key).abort(key, true);
+    }
   });
 
   it(`keeps at most ${SIGNALS_KEPT} events: an older version is answered with historyGap`, async () => {

@@ -85,6 +85,7 @@ function steer(
     ...inputs.map((input, i) => ({ id: `${req.runId}:${i}`, input })),
   ];
   a.store.setSteers({ runId: running, items });
+  recordArrival(a, req, entry, false, false, now);
   a.store.saveEntry(entry);
   const result = {
     ok: true as const,
@@ -95,6 +96,39 @@ function steer(
   };
   a.store.keepAnswer(req.runId, result, now);
   return result;
+}
+
+/**
+ * The signal log's events of an admitted request (SPEC §20): the reset it caused, and a message
+ * from a chat, a hook or an operator; the entry gets the new stateVersion. Only once admitted:
+ * a message the queue's cap refused changed nothing.
+ */
+function recordArrival(
+  a: AdmissionHost,
+  req: EnqueueRequest,
+  entry: SessionRow,
+  reset: boolean,
+  created: boolean,
+  now: number,
+): void {
+  if (reset && !created) {
+    entry.stateVersion = a.store.signals.record({
+      kind: "reset",
+      actor: req.userInteraction ? "human" : "system",
+      at: now,
+      summary: req.userInteraction ? "reset by a message" : "a new sessionId: the session had gone stale",
+    });
+  }
+  if (req.userInteraction || req.trigger === "rpc" || req.trigger === "hook") {
+    entry.stateVersion = a.store.signals.record({
+      kind: "human_message",
+      actor: "human",
+      at: now,
+      summary: req.sender
+        ? `a message from ${req.sender.channel}:${req.sender.id}`
+        : `a message (${req.trigger})`,
+    });
+  }
 }
 
 /** A merged run's queued row stays well under the storage row limit (SPEC §16). */
@@ -186,26 +220,6 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
   if (req.userInteraction) entry.lastInteractionAt = now;
   entry.expiresAt = entryExpiry(entry, config);
 
-  // The signal log (SPEC §20): a reset, and a message from a chat, a hook or an operator.
-  if (resetHappened && !created) {
-    entry.stateVersion = a.store.signals.record({
-      kind: "reset",
-      actor: req.userInteraction ? "human" : "system",
-      at: now,
-      summary: req.userInteraction ? "reset by a message" : "a new sessionId: the session had gone stale",
-    });
-  }
-  if (req.userInteraction || req.trigger === "rpc" || req.trigger === "hook") {
-    entry.stateVersion = a.store.signals.record({
-      kind: "human_message",
-      actor: "human",
-      at: now,
-      summary: req.sender
-        ? `a message from ${req.sender.channel}:${req.sender.id}`
-        : `a message (${req.trigger})`,
-    });
-  }
-
   // Steering (SPEC §20): a person's message while a turn of this transcript runs joins it
   // before its next model step (`steer`), or ends it and queues behind it (`interrupt`). The
   // session's own mode (`/queue`) comes before the gateway's.
@@ -246,6 +260,7 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
     // Something is running or about to (a step starts the head at once).
     entry.runStatus = "running";
   }
+  recordArrival(a, req, entry, resetHappened, created, now);
   a.store.saveEntry(entry);
   // A yield and the watches belong to the conversation they were made in (SPEC §20): a reset
   // ends them.

@@ -24,6 +24,7 @@ import {
   directMessage,
   GATEWAY_TOKEN,
   type Gateway,
+  invokeTool,
   startGateway,
 } from "./support/gateway.ts";
 
@@ -200,18 +201,7 @@ function expectBothMatch<T>(
   }
 }
 
-async function invoke(tool: string, args: Record<string, unknown>): Promise<Record<string, unknown>> {
-  const res = await gw.fetch("/tools/invoke", {
-    method: "POST",
-    headers: { authorization: `Bearer ${GATEWAY_TOKEN}`, "content-type": "application/json" },
-    body: JSON.stringify({ tool, args }),
-  });
-  const body = (await res.json()) as { ok: boolean; result: Record<string, unknown>; error?: unknown };
-  if (res.status !== 200 || !body.ok) {
-    throw new Error(`${tool} answered ${res.status}: ${JSON.stringify(body.error)}`);
-  }
-  return body.result;
-}
+const invoke = (tool: string, args: Record<string, unknown>) => invokeTool(gw, tool, args);
 
 /** The transcript export's message lines. */
 async function exportedMessages(sessionId: string): Promise<Message[]> {

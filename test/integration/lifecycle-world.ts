@@ -317,3 +317,38 @@ export function track(w: World): World {
   scenes.push(w.restore);
   return w;
 }
+
+/** Every message of the session's current transcript, tool calls and results included. */
+export async function transcriptOf(key: string): Promise<TranscriptMessage[]> {
+  const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", {
+    sessionKey: key,
+    includeTools: true,
+    limit: 1000,
+  });
+  return res.payload.messages;
+}
+
+/**
+ * Sends `text` to group `id` with the model held, and waits until its call has arrived: a turn
+ * that runs until `w.holdModel` is false again. With `tool`, the held answer asks for that tool.
+ */
+export async function heldTurn(w: World, id: string, text: string, tool?: string): Promise<Ack> {
+  if (tool) w.callTool = (t) => (t === text ? { name: tool } : undefined);
+  const before = w.requests.length;
+  w.holdModel = true;
+  const ack = await send(id, text);
+  await eventually(async () => w.requests.length === before + 1);
+  return ack;
+}
+
+/**
+ * Run `runId` ends `ok`; once the session is drained its transcript reads `lines` (`line`'s
+ * form) and the run's replies are the last line's text, once per delivery.
+ */
+export async function expectTurn(w: World, key: string, runId: string, lines: string[]): Promise<void> {
+  expect(await waitRun(runId)).toMatchObject({ status: "ok" });
+  await drain(key);
+  expect((await transcriptOf(key)).map(line)).toEqual(lines);
+  const reply = lines.at(-1)?.replace(/^assistant:/, "");
+  expect(repliesTo(w, runId).map((d) => d.body.text)).toEqual([reply]);
+}

@@ -1,20 +1,13 @@
-/**
- * memory_write and memory_read (SPEC §5) called as an operator would, through POST /tools/invoke:
- * notes are shared by the sessions of one agent and by no one else, arguments are validated with
- * the limits named, a read-only workspace refuses writes, the cap refuses new notes, and the tool
- * filters apply. Storage is shared within this file, so every test uses its own agents.
- */
-import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { asSchema, tool } from "ai";
 import { describe, expect, it } from "vitest";
 import type { ConfigInput } from "../../src/config/schema";
 import { MAX_NOTES_PER_AGENT } from "../../src/db/memory";
 import { homeDatabase } from "../../src/db/placement";
-import { app } from "../../src/http/app";
 import { boundNotes, MAX_READ_BYTES } from "../../src/tools/memory-read";
 import { findTool } from "../../src/tools/registry";
-import { configText, rpc, TOKEN, waitRun } from "./support";
+import { invokeTools } from "./rpc-support";
+import { rpc, waitRun } from "./support";
 
 interface Answer {
   status: number;
@@ -30,18 +23,8 @@ interface ReadResult {
   truncated: boolean;
 }
 
-async function invoke(config: ConfigInput, body: Record<string, unknown>): Promise<Answer> {
-  const res = await app.fetch(
-    new Request("http://gw.test/tools/invoke", {
-      method: "POST",
-      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    }),
-    { ...env, SWITCHBOARD_CONFIG: configText(config) },
-    createExecutionContext(),
-  );
-  return { status: res.status, ...((await res.json()) as Omit<Answer, "status">) };
-}
+const invoke = (config: ConfigInput, body: Record<string, unknown>): Promise<Answer> =>
+  invokeTools(config, body);
 
 let n = 0;
 const agentId = () => `mt${++n}-${Date.now().toString(36)}`;

@@ -2,6 +2,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
+import type { Config } from "../../src/config/schema";
 import { appendMessages } from "../../src/db/messages";
 import { databaseOfKey } from "../../src/db/placement";
 import {
@@ -14,7 +15,9 @@ import {
 } from "../../src/db/queries";
 import * as schema from "../../src/db/schema";
 import { app } from "../../src/http/app";
+import { actorSessions } from "../../src/session/client";
 import { newSessionRow } from "../../src/session/entry/rules";
+import type { ToolContext } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { changeActorEnv, configText, TOKEN } from "./support";
 
@@ -196,4 +199,57 @@ export function hangingFetch(prefix: string) {
 /** A model endpoint that never answers (https://model.test/*, see hangingFetch). */
 export function hangingModel() {
   return hangingFetch("https://model.test/");
+}
+
+/** A /tools/invoke answer: the HTTP status and the body. */
+export interface ToolAnswer<T> {
+  status: number;
+  ok: boolean;
+  result: T;
+  error?: { type: string; message: string };
+}
+
+/** POST /tools/invoke with `config` as the gateway config, in the env `rewire` makes of it. */
+export async function invokeTools<T = Record<string, unknown>>(
+  config: unknown,
+  body: Record<string, unknown>,
+  rewire: (e: Env) => Env = (e) => e,
+): Promise<ToolAnswer<T>> {
+  const res = await app.fetch(
+    new Request("http://gw.test/tools/invoke", {
+      method: "POST",
+      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    }),
+    rewire({ ...env, SWITCHBOARD_CONFIG: configText(config) }),
+    createExecutionContext(),
+  );
+  return { status: res.status, ...((await res.json()) as Omit<ToolAnswer<T>, "status">) };
+}
+
+/** A tool's context over HTTP as agent `main`'s session `sessionKey`, with `config`. */
+export function httpToolContext(sessionKey: string, config: Config): ToolContext {
+  return {
+    caller: { sessionKey, agentId: "main", trigger: "http" },
+    sessions: actorSessions(env),
+    toolCallId: crypto.randomUUID(),
+    config,
+    env,
+  };
+}
+
+/**
+ * The session keys of a family of agents a, b, c: a's main session, a child it spawned, a group
+ * session and that group's child; b's main session and a child spawned by a's main; c's main.
+ */
+export function familyKeys(a: string, b: string, c: string) {
+  return {
+    aMain: `agent:${a}:main`,
+    aChild: `agent:${a}:subagent:c1`,
+    aGroup: `agent:${a}:telegram:group:g1`,
+    aGroupChild: `agent:${a}:subagent:c2`,
+    bMain: `agent:${b}:main`,
+    bChildOfA: `agent:${b}:subagent:c3`,
+    cMain: `agent:${c}:main`,
+  };
 }

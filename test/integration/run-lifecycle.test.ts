@@ -12,12 +12,11 @@
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { afterEach, describe, expect, it } from "vitest";
-import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   crash,
   deliveryOf,
   expectNoDuplicates,
-  line,
+  expectTurn,
   repliesTo,
   restoreWorlds,
   runOf,
@@ -25,6 +24,7 @@ import {
   scripted,
   send,
   setupActor,
+  transcriptOf,
   type World,
 } from "./lifecycle-world";
 import { group } from "./model-support";
@@ -39,15 +39,6 @@ const behind = () => scripted({ session: { writeBehind: true } });
 async function restart(w: World, key: string): Promise<void> {
   await crash(w);
   await setupActor(key, w, { config: behind() });
-}
-
-async function transcriptOf(key: string): Promise<TranscriptMessage[]> {
-  const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", {
-    sessionKey: key,
-    includeTools: true,
-    limit: 1000,
-  });
-  return res.payload.messages;
 }
 
 /**
@@ -85,15 +76,12 @@ describe("a crash right after each transition of the run lifecycle", () => {
     await restart(w, key);
 
     await resumesOnce(w, key, first.runId, ["user", "assistant"]);
-    expect(await waitRun(second.runId)).toMatchObject({ status: "ok" });
-    await drain(key);
-    expect((await transcriptOf(key)).map(line)).toEqual([
+    await expectTurn(w, key, second.runId, [
       "user:first",
       "assistant:re: first",
       "user:second",
       "assistant:re: second",
     ]);
-    expect(repliesTo(w, second.runId).map((d) => d.body.text)).toEqual(["re: second"]);
   });
 
   it("started: a run whose model call was under way runs its turn again, once", async () => {

@@ -1,33 +1,25 @@
-/**
- * The session tools (SPEC §6, §8, §17) called as an operator would, through POST /tools/invoke,
- * each test with its own config and its own agents (storage is shared within this file).
- */
-import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { asSchema, tool } from "ai";
 import { describe, expect, it } from "vitest";
 import type { ConfigInput } from "../../src/config/schema";
 import { databaseOfKey } from "../../src/db/placement";
 import type { SessionRow } from "../../src/db/queries";
-import { app } from "../../src/http/app";
 import { findTool } from "../../src/tools/registry";
 import {
+  familyKeys,
   hangingModel,
+  invokeTools,
   SLOW_MODEL_CONFIG,
   seedMessages,
   seedSessions,
   sessionRow,
+  type ToolAnswer,
   transcriptMessages,
   withActorConfig,
 } from "./rpc-support";
-import { configText, eventually, rpc, TOKEN, waitRun, wrapDatabases } from "./support";
+import { eventually, rpc, waitRun, wrapDatabases } from "./support";
 
-interface Answer<T> {
-  status: number;
-  ok: boolean;
-  result: T;
-  error?: { type: string; message: string };
-}
+type Answer<T> = ToolAnswer<T>;
 
 interface Row {
   key: string;
@@ -59,23 +51,7 @@ interface HistoryResult {
   bytes: number;
 }
 
-/** POST /tools/invoke with `config` as the gateway config, in the env `rewire` makes of it. */
-async function invoke<T = Record<string, unknown>>(
-  config: ConfigInput,
-  body: Record<string, unknown>,
-  rewire: (e: Env) => Env = (e) => e,
-) {
-  const res = await app.fetch(
-    new Request("http://gw.test/tools/invoke", {
-      method: "POST",
-      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    }),
-    rewire({ ...env, SWITCHBOARD_CONFIG: configText(config) }),
-    createExecutionContext(),
-  );
-  return { status: res.status, ...((await res.json()) as Omit<Answer<T>, "status">) };
-}
+const invoke = invokeTools;
 
 let counter = 0;
 /** A fresh agent id, so tests sharing this file's storage never see each other's sessions by agent. */
@@ -98,15 +74,7 @@ async function family() {
   const a = agentId("a");
   const b = agentId("b");
   const c = agentId("c");
-  const k = {
-    aMain: `agent:${a}:main`,
-    aChild: `agent:${a}:subagent:c1`,
-    aGroup: `agent:${a}:telegram:group:g1`,
-    aGroupChild: `agent:${a}:subagent:c2`,
-    bMain: `agent:${b}:main`,
-    bChildOfA: `agent:${b}:subagent:c3`,
-    cMain: `agent:${c}:main`,
-  };
+  const k = familyKeys(a, b, c);
   await seedSessions([
     seed({ key: k.aMain, agentId: a, kind: "main", updatedAt: T0 + 1 }),
     seed({ key: k.aChild, agentId: a, spawnedBy: k.aMain, updatedAt: T0 + 7 }),

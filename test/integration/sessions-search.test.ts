@@ -1,56 +1,18 @@
-/**
- * Transcript search (SPEC §20 `sessions_search`, RPC `sessions.search`) and anchored history
- * (`sessionId`, `aroundSeq`) over the gateway's D1, through POST /tools/invoke and /rpc: a hit
- * is never a row the caller may not see (each visibility level, sandboxing, agent-to-agent
- * rules: the same sessions `sessions_list` shows), FTS syntax is text, pages follow cursors,
- * a transcript from before a reset is found and reopened around the hit, deleted transcripts
- * leave the index, and messages stored before the index are indexed by the backfill. Runs with
- * one database and with four (workers-d1x4).
- */
-import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { ConfigInput } from "../../src/config/schema";
 import { allDatabases, databaseOfKey } from "../../src/db/placement";
 import { recordTranscript, type SessionRow, upsertSessionStatement } from "../../src/db/queries";
 import { backfillSearchIndex, searchIndexStatus } from "../../src/db/search";
-import { app } from "../../src/http/app";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import { seedMessages, seedSessions, sessionRow } from "./rpc-support";
-import { configText, rpc, TOKEN } from "./support";
+import type { searchSessions } from "../../src/views/search";
+import { familyKeys, invokeTools, seedMessages, seedSessions, sessionRow } from "./rpc-support";
+import { rpc } from "./support";
 
-interface Hit {
-  sessionKey: string;
-  sessionId: string;
-  seq: number;
-  role: string;
-  timestamp: number;
-  agentId: string;
-  channel: string | null;
-  excerpt: string;
-}
-interface SearchAnswer {
-  query: string;
-  count: number;
-  results: Hit[];
-  nextCursor?: string;
-}
+/** A page of sessions_search / sessions.search, as views/search.ts shapes it. */
+type SearchAnswer = Awaited<ReturnType<typeof searchSessions>>;
 
-async function invoke<T>(config: ConfigInput, body: Record<string, unknown>) {
-  const res = await app.fetch(
-    new Request("http://gw.test/tools/invoke", {
-      method: "POST",
-      headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
-    }),
-    { ...env, SWITCHBOARD_CONFIG: configText(config) },
-    createExecutionContext(),
-  );
-  return {
-    status: res.status,
-    ...((await res.json()) as { ok: boolean; result: T; error?: { message: string } }),
-  };
-}
+const invoke = <T>(config: ConfigInput, body: Record<string, unknown>) => invokeTools<T>(config, body);
 
 let counter = 0;
 function unique(prefix: string): string {
@@ -72,15 +34,7 @@ async function family(word: string) {
   const a = unique("a");
   const b = unique("b");
   const c = unique("c");
-  const k = {
-    aMain: `agent:${a}:main`,
-    aChild: `agent:${a}:subagent:c1`,
-    aGroup: `agent:${a}:telegram:group:g1`,
-    aGroupChild: `agent:${a}:subagent:c2`,
-    bMain: `agent:${b}:main`,
-    bChildOfA: `agent:${b}:subagent:c3`,
-    cMain: `agent:${c}:main`,
-  };
+  const k = familyKeys(a, b, c);
   const rows = await seedSessions([
     sessionRow({ key: k.aMain, agentId: a, kind: "main" }),
     sessionRow({ key: k.aChild, agentId: a, spawnedBy: k.aMain }),
@@ -119,7 +73,7 @@ async function searchAll(
   caller: Record<string, unknown>,
   args: Record<string, unknown>,
 ) {
-  const hits: Hit[] = [];
+  const hits: SearchAnswer["results"] = [];
   let cursor: string | undefined;
   for (let page = 0; page < 50; page++) {
     const res = await invoke<SearchAnswer>(config, {

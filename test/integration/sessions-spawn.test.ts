@@ -5,7 +5,6 @@ import { parseConfig } from "../../src/config/load";
 import { runScheduled } from "../../src/cron/scheduled";
 import { actorSessions } from "../../src/session/client";
 import { sessionsSpawnTool } from "../../src/tools/sessions-spawn";
-import type { ToolContext } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import {
   CONNECTORS,
@@ -17,7 +16,7 @@ import {
   scriptedWorld,
   spawningScript,
 } from "./model-support";
-import { withActorConfig } from "./rpc-support";
+import { httpToolContext, withActorConfig } from "./rpc-support";
 import { eventually, inbound, rpc, waitRun } from "./support";
 
 const script = spawningScript;
@@ -270,13 +269,8 @@ describe("sessions_spawn refusals", () => {
       },
     }),
   );
-  const ctx = (sessionKey: string): ToolContext => ({
-    caller: { sessionKey, agentId: "main", trigger: "http" },
-    sessions: actorSessions(env),
-    toolCallId: crypto.randomUUID(),
-    config,
-    env,
-  });
+  const ctx = (sessionKey: string) => httpToolContext(sessionKey, config);
+
   void createExecutionContext;
 
   it("forbids spawning from a sub-agent session", async () => {

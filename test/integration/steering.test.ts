@@ -7,39 +7,37 @@
  * runs the message next.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
 import { SKIPPED_FOR_STEER } from "../../src/agent/loop";
 import { parseConfig } from "../../src/config/load";
-import { actorSessions } from "../../src/session/client";
 import { sessionsSendTool } from "../../src/tools/sessions-send";
-import type { ToolContext } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import { crash, line, repliesTo, restoreWorlds, scene, scripted, send, setupActor } from "./lifecycle-world";
+import {
+  crash,
+  expectTurn,
+  heldTurn,
+  line,
+  repliesTo,
+  restoreWorlds,
+  scene,
+  scripted,
+  send,
+  setupActor,
+  transcriptOf,
+} from "./lifecycle-world";
+import { httpToolContext } from "./rpc-support";
 import { actor, drain, eventually, rpc, waitRun } from "./support";
 
 afterEach(restoreWorlds);
 
 const steering = (mode = "steer") => scripted({ session: { writeBehind: true, queue: { mode } } });
 
-async function transcriptOf(key: string): Promise<TranscriptMessage[]> {
-  const res = await rpc<{ messages: TranscriptMessage[] }>("chat.history", {
-    sessionKey: key,
-    includeTools: true,
-    limit: 1000,
-  });
-  return res.payload.messages;
-}
-
 describe("steer", () => {
   it("joins the running turn before its next step; the tool call not started yet is skipped", async () => {
     const id = "steer-tool";
     const { w, key } = await scene(id, { config: steering() });
     // The first answer asks for a tool; it is held until the steering message has arrived.
-    w.callTool = (text) => (text === "first" ? { name: "current_time" } : undefined);
-    w.holdModel = true;
-    const first = await send(id, "first");
-    await eventually(async () => w.requests.length === 1);
+    const first = await heldTurn(w, id, "first", "current_time");
     const second = await send(id, "second");
     expect(second).toMatchObject({ status: "steered", runId: first.runId });
     const third = await send(id, "third");
@@ -71,9 +69,7 @@ describe("steer", () => {
   it("runs a message that came after the last step as a follow-up", async () => {
     const id = "steer-late";
     const { w, key } = await scene(id, { config: steering() });
-    w.holdModel = true;
-    const first = await send(id, "first");
-    await eventually(async () => w.requests.length === 1);
+    const first = await heldTurn(w, id, "first");
     const second = await send(id, "second");
     expect(second.status).toBe("steered");
     w.holdModel = false;
@@ -91,32 +87,19 @@ describe("steer", () => {
   it("a steering message survives a crash of the running turn", async () => {
     const id = "steer-crash";
     const { w, key } = await scene(id, { config: steering() });
-    w.callTool = (text) => (text === "first" ? { name: "current_time" } : undefined);
-    w.holdModel = true;
-    const first = await send(id, "first");
-    await eventually(async () => w.requests.length === 1);
+    const first = await heldTurn(w, id, "first", "current_time");
     expect((await send(id, "second")).status).toBe("steered");
     await crash(w);
     await setupActor(key, w, { config: steering() });
     await runDurableObjectAlarm(actor(key));
-    expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
-    await drain(key);
     // The resumed turn starts its first step again, and the steering message joins it before.
-    expect((await transcriptOf(key)).map(line)).toEqual([
-      "user:first",
-      "user:second",
-      "assistant:re: first | second",
-    ]);
-    expect(repliesTo(w, first.runId).map((d) => d.body.text)).toEqual(["re: first | second"]);
+    await expectTurn(w, key, first.runId, ["user:first", "user:second", "assistant:re: first | second"]);
   });
 
   it("/steer steers whatever the mode", async () => {
     const id = "steer-command";
     const { w, key } = await scene(id, { config: steering("followup") });
-    w.callTool = (text) => (text === "first" ? { name: "current_time" } : undefined);
-    w.holdModel = true;
-    const first = await send(id, "first");
-    await eventually(async () => w.requests.length === 1);
+    const first = await heldTurn(w, id, "first", "current_time");
     // In followup mode a plain message queues; /steer joins the turn.
     expect((await send(id, "/steer look here")).status).toBe("steered");
     w.holdModel = false;
@@ -142,9 +125,7 @@ describe("/queue", () => {
     await send(id, "/queue sideways");
     await eventually(async () => notices().includes("Usage: /queue followup|collect|steer|interrupt"));
 
-    w.holdModel = true;
-    const first = await send(id, "first");
-    await eventually(async () => w.requests.length === 1);
+    const first = await heldTurn(w, id, "first");
     expect(await send(id, "second")).toMatchObject({ status: "steered", runId: first.runId });
     w.holdModel = false;
     expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
@@ -156,13 +137,9 @@ describe("sessions_send modes", () => {
     const id = "send-modes";
     const { w, key } = await scene(id, { config: steering("followup") });
     await waitRun((await send(id, "hello")).runId);
-    const ctx = (sessionKey: string): ToolContext => ({
-      caller: { sessionKey, agentId: "main", trigger: "http" },
-      sessions: actorSessions(env),
-      toolCallId: crypto.randomUUID(),
-      config: parseConfig(JSON.stringify({ tools: { sessions: { visibility: "all" } } })),
-      env,
-    });
+    const config = parseConfig(JSON.stringify({ tools: { sessions: { visibility: "all" } } }));
+    const ctx = (sessionKey: string) => httpToolContext(sessionKey, config);
+
     const calls = w.requests.length;
     const noted = await sessionsSendTool.execute(
       { sessionKey: key, message: "for your records", mode: "notify" },
@@ -177,10 +154,7 @@ describe("sessions_send modes", () => {
     expect(line(last as TranscriptMessage)).toBe("user:for your records");
     expect(w.requests.length).toBe(calls);
 
-    w.callTool = (text) => (text === "work" ? { name: "current_time" } : undefined);
-    w.holdModel = true;
-    const running = await send(id, "work");
-    await eventually(async () => w.requests.length === calls + 1);
+    const running = await heldTurn(w, id, "work", "current_time");
     const steered = await sessionsSendTool.execute(
       { sessionKey: key, message: "also this", mode: "steer", timeoutSeconds: 0 },
       ctx("agent:main:main"),
@@ -200,9 +174,7 @@ describe("interrupt", () => {
   it("aborts the running run and runs the new message next", async () => {
     const id = "interrupt";
     const { w, key } = await scene(id, { config: steering("interrupt") });
-    w.holdModel = true;
-    const first = await send(id, "first");
-    await eventually(async () => w.requests.length === 1);
+    const first = await heldTurn(w, id, "first");
     const second = await send(id, "second");
     expect(second.status).toBe("queued");
     expect(await waitRun(first.runId)).toMatchObject({ status: "aborted" });

@@ -1,14 +1,6 @@
-/**
- * `subagents` (SPEC §20): the sub-agent runs a session spawned, newest first with their live
- * status and task, and `cancel`, which aborts one (its announcement then says Status: aborted);
- * a run the session did not spawn is not found.
- */
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { parseConfig } from "../../src/config/load";
-import { actorSessions } from "../../src/session/client";
 import { type SubagentRun, subagentsTool } from "../../src/tools/subagents";
-import type { ToolContext } from "../../src/tools/types";
 import {
   group,
   history,
@@ -19,6 +11,7 @@ import {
   scriptedWorld,
   spawningScript,
 } from "./model-support";
+import { httpToolContext } from "./rpc-support";
 import { eventually, waitRun } from "./support";
 
 const script = spawningScript;
@@ -33,13 +26,7 @@ async function spawn(
 }
 
 const config = parseConfig(JSON.stringify(SCRIPTED_MODEL_CONFIG));
-const ctx = (sessionKey: string): ToolContext => ({
-  caller: { sessionKey, agentId: "main", trigger: "http" },
-  sessions: actorSessions(env),
-  toolCallId: crypto.randomUUID(),
-  config,
-  env,
-});
+const ctx = (sessionKey: string) => httpToolContext(sessionKey, config);
 
 describe("subagents", () => {
   it("lists this session's sub-agent runs with status and task, and cancels one", {

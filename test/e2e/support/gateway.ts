@@ -231,3 +231,24 @@ export function directMessage(
 export function connectorConfig(deliverUrl: string) {
   return { telegram: { deliverUrl, secretEnv: "CONNECTOR_SECRET" } };
 }
+
+/**
+ * One tool through POST /tools/invoke, acting as `sessionKey` (default `main`); its result, or an
+ * error naming the status and the tool's error.
+ */
+export async function invokeTool<T = Record<string, unknown>>(
+  gw: Pick<Gateway, "fetch">,
+  tool: string,
+  args: Record<string, unknown>,
+  sessionKey?: string,
+): Promise<T> {
+  const res = await gw.fetch("/tools/invoke", {
+    method: "POST",
+    headers: { authorization: `Bearer ${GATEWAY_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify({ tool, args, ...(sessionKey ? { sessionKey } : {}) }),
+  });
+  const body = (await res.json()) as { ok: boolean; result: T; error?: unknown };
+  if (res.status !== 200 || !body.ok)
+    throw new Error(`${tool} answered ${res.status}: ${JSON.stringify(body.error)}`);
+  return body.result;
+}

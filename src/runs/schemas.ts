@@ -18,6 +18,7 @@ import {
 import type { SessionRow } from "../db/queries";
 import type { TranscriptMessage } from "../transcript/message";
 import type {
+  DeliveryRoute,
   EnqueueRequest,
   EnqueueResult,
   EntryInit,
@@ -149,22 +150,22 @@ const SpawnMetaSchema: z.ZodType<SpawnMeta> = z.looseObject({
     .optional(),
 });
 
+export const DeliveryRouteSchema: z.ZodType<DeliveryRoute> = z.looseObject({
+  channel: str,
+  to: str,
+  accountId: str,
+  threadId: str.optional(),
+  replyToMessageId: str.optional(),
+  replyContext: str.optional(),
+});
+
 export const EnqueueRequestSchema: z.ZodType<EnqueueRequest> = z.looseObject({
   sessionKey: str,
   runId: str,
   trigger: z.enum(["inbound", "send", "spawn", "a2a_reply", "announce", "hook", "cron", "rpc", "compact"]),
   inputs: z.array(RunInputSchema),
   deliver: z.boolean(),
-  route: z
-    .looseObject({
-      channel: str,
-      to: str,
-      accountId: str,
-      threadId: str.optional(),
-      replyToMessageId: str.optional(),
-      replyContext: str.optional(),
-    })
-    .optional(),
+  route: DeliveryRouteSchema.optional(),
   origin: OriginSchema.optional(),
   init: EntryInitSchema,
   userInteraction: flag,

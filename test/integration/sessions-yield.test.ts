@@ -112,6 +112,35 @@ describe("sessions_yield", () => {
     world.restore();
   });
 
+  it("while the turn that calls sessions_yield ends, any sub-agent's announcement starts a run", async () => {
+    let holding = true;
+    const world = scriptedWorld(script({ held: () => holding }));
+    const id = "sy3";
+    const key = group(id);
+    await requester(id);
+    await say(id, `spawn:${JSON.stringify({ task: "task A", model: "fake/m" })}`);
+    await eventually(async () => world.requests.some((r) => r.lastUser === "task A"));
+    // A turn's step called sessions_yield (its `stepped` step marks the yield `calling`) and the
+    // turn has not ended: the tool may not have counted this child, whose announcement comes now.
+    await runInDurableObject(actor(key), async (instance: SessionActor) => {
+      const store = (instance as unknown as { store: { setYielding(s: YieldState): void } }).store;
+      store.setYielding({ runId: "turn-ending", since: Date.now(), waitingOn: [], calling: true });
+    });
+    holding = false;
+    const acted = await eventually(async () =>
+      world.delivered.find(
+        (d) => d.body.kind === "reply" && String(d.body.text).startsWith("acting on: Status: ok"),
+      ),
+    );
+    expect(acted.body.to).toBe(id);
+    const announcements = (await history(key)).filter((m) => m.provenance?.kind === "subagent_announce");
+    expect(announcements).toHaveLength(1);
+    expect(announcements[0]?.runId).toBeDefined();
+    // The turn's end, not the announcement, settles the yield.
+    expect(await yieldingOf(key)).toMatchObject({ calling: true, waitingOn: [] });
+    world.restore();
+  });
+
   it("refuses with nothing to wait for when no sub-agent is running", async () => {
     const world = scriptedWorld(script({ held: () => false }));
     const id = "sy2";

@@ -25,8 +25,9 @@ import {
   setupActor,
   transcriptOf,
 } from "./lifecycle-world";
+import { groupMessage } from "./model-support";
 import { httpToolContext } from "./rpc-support";
-import { actor, drain, eventually, rpc, waitRun } from "./support";
+import { actor, drain, eventually, inbound, rpc, waitRun } from "./support";
 
 afterEach(restoreWorlds);
 
@@ -66,16 +67,21 @@ describe("steer", () => {
     expect(repliesTo(w, first.runId).map((d) => d.body.text)).toEqual(["re: second | third"]);
   });
 
-  it("runs a message that came after the last step as a follow-up", async () => {
+  it("runs a message that came after the last step as a follow-up, which answers that message", async () => {
     const id = "steer-late";
     const { w, key } = await scene(id, { config: steering() });
     const first = await heldTurn(w, id, "first");
-    const second = await send(id, "second");
+    const message = groupMessage(id, "second");
+    const second = (await (await inbound("telegram", message)).json()) as { status: string };
     expect(second.status).toBe("steered");
     w.holdModel = false;
     expect(await waitRun(first.runId)).toMatchObject({ status: "ok" });
     await eventually(async () => w.delivered.some((d) => d.body.text === "re: second"));
     await drain(key);
+    // The follow-up's reply is threaded to the message it answers, not to the first one.
+    const replies = w.delivered.map((d) => [d.body.text, d.body.replyToMessageId]);
+    expect(replies).toContainEqual(["re: second", message.messageId]);
+    expect(replies.filter(([, to]) => to === message.messageId)).toHaveLength(1);
     expect((await transcriptOf(key)).map(line)).toEqual([
       "user:first",
       "assistant:re: first",
@@ -167,6 +173,31 @@ describe("sessions_send modes", () => {
       "user:also this",
       "assistant:re: also this",
     ]);
+  });
+});
+
+describe("what a message steers", () => {
+  it("never a run whose reply no chat sees: during an agent's send, a person's message runs on its own", async () => {
+    const id = "steer-not-a-send";
+    const { w, key } = await scene(id, { config: steering() });
+    await waitRun((await send(id, "hello")).runId);
+    const config = parseConfig(JSON.stringify({ tools: { sessions: { visibility: "all" } } }));
+    const before = w.requests.length;
+    w.holdModel = true;
+    const sent = (await sessionsSendTool.execute(
+      { sessionKey: key, message: "agent work", timeoutSeconds: 0 },
+      httpToolContext("agent:main:main", config),
+    )) as { runId: string };
+    await eventually(async () => w.requests.length === before + 1);
+
+    const person = await send(id, "are you there?");
+    expect(person.status).toBe("queued");
+    expect(person.runId).not.toBe(sent.runId);
+    w.holdModel = false;
+    expect(await waitRun(sent.runId)).toMatchObject({ status: "ok" });
+    expect(await waitRun(person.runId)).toMatchObject({ status: "ok" });
+    await drain(key);
+    expect(repliesTo(w, person.runId).map((d) => d.body.text)).toEqual(["re: are you there?"]);
   });
 });
 

@@ -30,13 +30,21 @@ export interface ChatPost {
 export const RUN_FAILED_NOTICE =
   "⚠️ Sorry, something went wrong and I could not answer. Please try again later.";
 
+/**
+ * Whether a run's reply goes to its chat as a reply: not an agent's run (a send, a reply-back or
+ * announce step, a sub-agent's task), whose reply goes back to the agent or is an announcement.
+ */
+export function repliesToChat(req: EnqueueRequest): boolean {
+  return req.deliver && !req.flow && !req.spawn;
+}
+
 /** What a finished run posts to its chat, if anything. */
 export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): ChatPost | undefined {
   if (req.flow?.phase === "announce") {
     const text = announceReply(outcome);
     return text ? { kind: "announce", text } : undefined;
   }
-  if (!req.deliver || req.flow || req.spawn) return undefined;
+  if (!repliesToChat(req)) return undefined;
   if (req.compact) {
     return outcome.status === "ok"
       ? { kind: "notice", text: outcome.reply ?? "Compacted." }

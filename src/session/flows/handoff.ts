@@ -168,7 +168,8 @@ export async function recordAnnouncement(
     },
   };
   const yielded = a.store.yielding();
-  const resumes = yielded?.waitingOn.includes(ann.sourceSessionKey);
+  // Waited on, or any sub-agent while the turn that calls sessions_yield ends (`calling`).
+  const resumes = yielded?.calling || yielded?.waitingOn.includes(ann.sourceSessionKey);
   if (resumes) {
     // Admitted before the announcement is kept: a crash between them admits it again, once.
     const started = await a.admit({
@@ -207,7 +208,7 @@ export async function recordAnnouncement(
   if (resumes && current) {
     // The yield ends when no child it waited on is left.
     const waitingOn = current.waitingOn.filter((k) => k !== ann.sourceSessionKey);
-    a.store.setYielding(waitingOn.length ? { ...current, waitingOn } : undefined);
+    a.store.setYielding(waitingOn.length || current.calling ? { ...current, waitingOn } : undefined);
   }
   return { delivered: await queued };
 }

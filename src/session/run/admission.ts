@@ -11,6 +11,7 @@ import type { Config } from "../../config/schema";
 import type { SessionRow } from "../../db/queries";
 import type { EnqueueRequest, EnqueueResult, RunInput } from "../../runs/types";
 import { boundedText, MAX_MESSAGE_CHARS, type TranscriptMessage } from "../../transcript/message";
+import { repliesToChat } from "../chat/posts";
 import type { ActorRecords } from "../d1/records";
 import { matchResetTrigger } from "../entry/reset-trigger";
 import { applyRoute, entryExpiry, isStale, newSessionRow, resetEntry } from "../entry/rules";
@@ -57,13 +58,17 @@ export function inputMessages(runId: string, inputs: RunInput[]): TranscriptMess
   }));
 }
 
-/** The running turn a message may steer: the queue head of this transcript, executing now, not a compaction. */
+/**
+ * The running turn a message may steer: the queue head of this transcript, executing now, whose
+ * reply goes to the chat. Not a compaction, and not an agent's run (a `sessions_send`, a
+ * reply-back or announce step): a message joining it would never be answered.
+ */
 function steerableRun(a: AdmissionHost, sessionId: string): string | undefined {
   const current = a.live.current?.runId;
   const head = a.queue.head();
   if (!current || head?.run_id !== current || head.state !== "running") return undefined;
   const spec = specOf(head);
-  return spec.sessionId === sessionId && !spec.req.compact ? current : undefined;
+  return spec.sessionId === sessionId && !spec.req.compact && repliesToChat(spec.req) ? current : undefined;
 }
 
 /**
@@ -82,7 +87,11 @@ function steer(
   const held = a.store.steers();
   const items = [
     ...(held?.runId === running ? held.items : []),
-    ...inputs.map((input, i) => ({ id: `${req.runId}:${i}`, input })),
+    ...inputs.map((input, i) => ({
+      id: `${req.runId}:${i}`,
+      input,
+      ...(req.route ? { route: req.route } : {}),
+    })),
   ];
   a.store.setSteers({ runId: running, items });
   recordArrival(a, req, entry, false, false, now);

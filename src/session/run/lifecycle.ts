@@ -32,9 +32,10 @@
  *                                                          added at `ended`
  *   yielded     an ended turn's last tool call was         DO: the `yield` kv (the       -
  *               sessions_yield (tools/sessions-yield.ts):  children waited on), in the
- *               each announcement of a child waited on      same step as `ended`
- *               starts a run here until none is left
- *               (flows/handoff.ts)
+ *               each announcement of a child waited on      same step as `ended`; from
+ *               starts a run here until none is left       the `stepped` step of the
+ *               (flows/handoff.ts), and so does any that   model step that calls it, the
+ *               comes while the yielding turn ends         kv marked `calling`
  *   finalized   the finalize batch is written              D1                            the run's inputs, steps and
  *                                                                                        reply, its row as it ended,
  *                                                                                        the entry (and the
@@ -88,7 +89,7 @@ import {
   specOf,
 } from "./queue";
 import { accountRun, runRecordOf } from "./run-row";
-import { endState, noticeWatched, type SessionStateHost } from "./session-state";
+import { endState, noticeWatched, type SessionStateHost, yieldCalled } from "./session-state";
 import type { TurnSteps } from "./turn";
 import type { RunWaiters } from "./waiters";
 
@@ -195,6 +196,7 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
         // The checkpoint holds the step's messages (`run_steps`): a restart resumes after this
         // step. D1 gets them with the run's finalize, in the run's one round trip.
         save();
+        yieldCalled(a, runId, appended);
         await a.noticeTools(spec, runId, progress.loop.produced, appended);
       },
     });

@@ -3,22 +3,24 @@
  * (late) and `yielded` transitions of the run lifecycle (lifecycle.ts), each made durable in the
  * synchronous step of the transition it belongs to: before a run starts, the notes of the
  * sessions it watches; at its end, the steering messages it did not take (a follow-up run), the
- * signal log's event (the entry's new stateVersion), the watches it started and its yield.
+ * signal log's event (the entry's new stateVersion), the watches it started and its yield; and
+ * while it runs, the step that calls sessions_yield.
  */
 import type { RunOutcome } from "../../runs/types";
-import { yieldOf } from "../../tools/sessions-yield";
+import { YIELD_TOOL, yieldOf } from "../../tools/sessions-yield";
 import type { SessionState } from "../../tools/types";
 import { mergeWatches, NOTED_KINDS, type Watch, watchesOf, watchNote } from "../../tools/watches";
+import type { TranscriptMessage } from "../../transcript/message";
 import type { Signal } from "../storage/signals";
 import type { ActorStore } from "../storage/store";
-import type { QueuedRun, RunProgress, RunQueue } from "./queue";
+import { type QueuedRun, type RunProgress, type RunQueue, specOf } from "./queue";
 
 /** What these transitions use of the actor. */
 export interface SessionStateHost {
-  readonly queue: Pick<RunQueue, "insert">;
+  readonly queue: Pick<RunQueue, "insert" | "rows">;
   readonly store: Pick<
     ActorStore,
-    "steers" | "setSteers" | "signals" | "watching" | "setWatching" | "setYielding"
+    "steers" | "setSteers" | "signals" | "watching" | "setWatching" | "yielding" | "setYielding"
   >;
   /** A watched session's stateVersion and its signal log after `since` (its actor answers). */
   stateChanges(sessionKey: string, since: number): Promise<SessionState>;
@@ -81,16 +83,20 @@ function runSignal(runId: string, spec: QueuedRun, outcome: RunOutcome): Omit<Si
 /**
  * Messages that came to steer run `runId` after its last model step: queued as one follow-up
  * run (SPEC §20 "if the run ends before a next step"), in the `ended` step, so they are neither
- * lost nor run twice.
+ * lost nor run twice. Its reply answers the last of them, not the message `runId` answered.
  */
 function followSteers(a: SessionStateHost, runId: string, spec: QueuedRun): void {
   const left = a.store.steers();
   if (left?.runId !== runId) return;
   const followUp = crypto.randomUUID();
-  const { idempotencyKey: _key, steer: _steer, ...req } = spec.req;
+  const { idempotencyKey: _key, steer: _steer, route: _route, ...req } = spec.req;
+  const route = left.items.findLast((i) => i.route)?.route;
   a.queue.insert(
     followUp,
-    { req: { ...req, runId: followUp, inputs: left.items.map((i) => i.input) }, sessionId: spec.sessionId },
+    {
+      req: { ...req, runId: followUp, inputs: left.items.map((i) => i.input), ...(route ? { route } : {}) },
+      sessionId: spec.sessionId,
+    },
     Date.now(),
   );
   a.store.setSteers(undefined);
@@ -113,8 +119,54 @@ export function endState(
   // watching: the sub-agents it spawned, the sessions it sent to with `watch: true`.
   const added = watchesOf(progress.loop.produced);
   if (added.length) a.store.setWatching(mergeWatches(a.store.watching(), added));
-  // yielded: sessions_yield was its last tool call.
+  // yielded: sessions_yield was its last tool call. A child whose announcement came while the
+  // turn was ending (`calling`) has its run queued here already.
   const yielded = outcome.status === "ok" ? yieldOf(progress.loop.produced) : undefined;
-  if (yielded) a.store.setYielding({ runId, since: Date.now(), waitingOn: yielded.waitingOn });
+  const held = a.store.yielding();
+  if (yielded) {
+    const resumed = announcementRuns(a.queue);
+    const waitingOn = yielded.waitingOn.filter((k) => !resumed.has(k));
+    a.store.setYielding(waitingOn.length ? { runId, since: Date.now(), waitingOn } : undefined);
+  } else if (held?.calling && held.runId === runId) {
+    const { calling: _calling, ...before } = held;
+    a.store.setYielding(before.waitingOn.length ? before : undefined);
+  }
   return stateVersion;
+}
+
+/**
+ * `calling` (documents.ts YieldState), in the `stepped` step of a model step that calls
+ * sessions_yield, before the call is made: from then until the run ends, every announcement of a
+ * sub-agent starts a run (flows/handoff.ts), so one that comes while the yield is being made is
+ * acted on too. The yield waited on before (if any) is kept until the run ends.
+ */
+export function yieldCalled(
+  a: SessionStateHost,
+  runId: string,
+  appended: readonly TranscriptMessage[],
+): void {
+  const calls = appended.some(
+    (m) => m.role === "assistant" && m.content.some((p) => p.type === "toolCall" && p.name === YIELD_TOOL),
+  );
+  if (!calls) return;
+  const held = a.store.yielding();
+  a.store.setYielding({
+    runId,
+    since: held?.since ?? Date.now(),
+    waitingOn: held?.waitingOn ?? [],
+    calling: true,
+  });
+}
+
+/** The sub-agents whose announcements have a run queued in this session. */
+function announcementRuns(queue: Pick<RunQueue, "rows">): Set<string> {
+  const keys = new Set<string>();
+  for (const row of queue.rows()) {
+    const { req } = specOf(row);
+    if (req.trigger !== "announce") continue;
+    for (const input of req.inputs)
+      if (input.provenance?.kind === "subagent_announce" && input.provenance.sourceSessionKey)
+        keys.add(input.provenance.sourceSessionKey);
+  }
+  return keys;
 }

@@ -24,13 +24,14 @@ import type { deliveries, runs } from "../../db/schema";
 import { durableCodec } from "../../runs/durable";
 import {
   AcceptedSchema,
+  DeliveryRouteSchema,
   EnqueueRequestSchema,
   RunInputSchema,
   RunOutcomeSchema,
   SessionRowSchema,
   TranscriptMessageSchema,
 } from "../../runs/schemas";
-import type { EnqueueRequest, RunInput, RunOutcome } from "../../runs/types";
+import type { DeliveryRoute, EnqueueRequest, RunInput, RunOutcome } from "../../runs/types";
 import type { TranscriptMessage } from "../../transcript/message";
 
 // ---------------------------------------------------------------------------------------------
@@ -208,32 +209,41 @@ export const deferredRecordCodec = durableCodec("deferred record", 1, DeferredRe
 /**
  * A session that yielded to its sub-agents (SPEC §20 `sessions_yield`): the run that yielded,
  * and the child sessions whose announcements it still waits for (each starts a run here).
+ * `calling`: run `runId` called sessions_yield and has not ended yet; until it does, the
+ * announcement of any of the session's sub-agents starts a run.
  */
 export interface YieldState {
   runId: string;
   since: number;
   waitingOn: string[];
+  calling?: boolean;
 }
 export const yieldCodec = durableCodec(
   "yield",
   1,
-  z.looseObject({ runId: str, since: num, waitingOn: z.array(str) }) as z.ZodType<YieldState>,
+  z.looseObject({
+    runId: str,
+    since: num,
+    waitingOn: z.array(str),
+    calling: z.boolean().optional(),
+  }) as z.ZodType<YieldState>,
 );
 /**
  * Messages steering the running run `runId` (SPEC §20 steering), in arrival order, each with the
- * id of the request that brought it: taken into the run before its next model step, or queued as
- * a follow-up run when the run ends first.
+ * id of the request that brought it and the route its answer goes to: taken into the run before
+ * its next model step, or queued as a follow-up run when the run ends first (which answers the
+ * last of them).
  */
 export interface SteerState {
   runId: string;
-  items: Array<{ id: string; input: RunInput }>;
+  items: Array<{ id: string; input: RunInput; route?: DeliveryRoute }>;
 }
 export const steerCodec = durableCodec(
   "steer",
   1,
   z.looseObject({
     runId: str,
-    items: z.array(z.looseObject({ id: str, input: RunInputSchema })),
+    items: z.array(z.looseObject({ id: str, input: RunInputSchema, route: DeliveryRouteSchema.optional() })),
   }) as unknown as z.ZodType<SteerState>,
 );
 /** The sessions this session watches (SPEC §20), each with the version of its log it has seen. */

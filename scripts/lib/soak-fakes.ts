@@ -5,7 +5,8 @@
  *   timeout, and records every delivery it accepted (2xx) by `deliveryId`, duplicates included;
  * - an OpenAI-compatible model that answers 429 (with `retry-after`), 500 or slowly to a share
  *   of requests, and otherwise answers from the request itself: a soak message asking for
- *   `sessions_send` or `sessions_spawn` gets that tool call, every other turn a short text.
+ *   `sessions_send` or `sessions_spawn` gets that tool call, one asking to yield spawns two
+ *   sub-agents and then calls `sessions_yield`, every other turn a short text.
  * Faults are drawn from a seeded generator and can be switched off for the final drain.
  */
 
@@ -154,13 +155,16 @@ export interface FaultyModel {
 }
 
 /** What a soak message asks the model to do (its text carries `#soak <what> [target]`). */
-export const DIRECTIVE = /#soak (send-wait|send-fire|spawn)(?: (\S+))?/;
+export const DIRECTIVE = /#soak (send-wait|send-fire|spawn|yield)(?: (\S+))?/;
+/** How many sub-agents a yielding turn spawns before it calls `sessions_yield`. */
+export const YIELD_SPAWNS = 2;
 /** The message's tag, `[m<index>]`, carried into tool arguments so every step names its origin. */
 const TAG = /\[m\d+\]/;
 
 interface ChatMessage {
   role: string;
   content?: unknown;
+  tool_calls?: Array<{ function: { name: string } }>;
 }
 
 function textOf(content: unknown): string {
@@ -179,7 +183,8 @@ export function answerFor(messages: ChatMessage[], tools: string[], n: number): 
   const last = messages.at(-1);
   const text = textOf(last?.content);
   const tag = TAG.exec(text)?.[0] ?? "";
-  if (!last || last.role === "tool") return { text: `soak: done ${tag}`.trim() };
+  if (last?.role === "tool") return afterTool(messages, tools, n);
+  if (!last) return { text: "soak: done" };
   if (text.includes("[reply from ")) {
     // Ends about half of the reply-back exchanges at once; maxPingPongTurns bounds the rest.
     return { text: text.length % 2 === 0 ? "REPLY_SKIP" : "soak: noted" };
@@ -202,11 +207,35 @@ export function answerFor(messages: ChatMessage[], tools: string[], n: number): 
         },
       };
     }
-    if (d[1] === "spawn" && tools.includes("sessions_spawn")) {
+    if ((d[1] === "spawn" || d[1] === "yield") && tools.includes("sessions_spawn")) {
       return { tool: { id, name: "sessions_spawn", arguments: { task: `soak task ${tag}` } } };
     }
   }
   return { text: `soak: reply ${tag}`.trim() };
+}
+
+/**
+ * After a tool result: a yielding turn (its user message asks `#soak yield`) spawns until it has
+ * YIELD_SPAWNS sub-agents, then calls `sessions_yield` once; any other turn ends with a text.
+ */
+function afterTool(messages: ChatMessage[], tools: string[], n: number): Answer {
+  const userAt = messages.findLastIndex((m) => m.role === "user");
+  const asked = textOf(messages[userAt]?.content);
+  const tag = TAG.exec(asked)?.[0] ?? "";
+  const calls = messages.slice(userAt + 1).flatMap((m) => (m.tool_calls ?? []).map((c) => c.function.name));
+  if (DIRECTIVE.exec(asked)?.[1] === "yield") {
+    const id = `call_${tag.slice(1, -1) || "x"}_yield_${n}`;
+    const spawned = calls.filter((name) => name === "sessions_spawn").length;
+    if (spawned < YIELD_SPAWNS && tools.includes("sessions_spawn")) {
+      return {
+        tool: { id, name: "sessions_spawn", arguments: { task: `soak task ${tag} #${spawned + 1}` } },
+      };
+    }
+    if (!calls.includes("sessions_yield") && tools.includes("sessions_yield")) {
+      return { tool: { id, name: "sessions_yield", arguments: { message: `soak: waiting ${tag}`.trim() } } };
+    }
+  }
+  return { text: `soak: done ${tag}`.trim() };
 }
 
 function completion(answer: Answer, model: string, n: number) {

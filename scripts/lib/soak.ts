@@ -4,7 +4,10 @@
  * SIGKILLed at random moments and restarted on the same persistence directory, the fake
  * connector fails or hangs a share of deliveries and the fake model answers 429, 500 or slowly
  * (scripts/lib/soak-fakes.ts). A share of the messages make the model call `sessions_send`
- * (wait with a 5 s timeout, or fire-and-forget) to another soak session, or `sessions_spawn`.
+ * (wait with a 5 s timeout, or fire-and-forget) to another soak session, or `sessions_spawn`,
+ * or spawn two sub-agents and `sessions_yield` (each announcement then starts a run); a share are
+ * `/steer` messages to the session the message before went to, which join its running turn when
+ * there is one (SPEC §20).
  * Then the faults stop, the soak waits (bounded) for everything to settle and checks it all
  * through the operator RPC surface (`runs.get`, `deliveries.list`, `chat.history`), plus one
  * read of the local D1 `runs` table for runs no transcript names.
@@ -16,11 +19,13 @@
  *
  * Definitions (the bar is 0 of each):
  * - LOST: a message the gateway never accepted (202) within the deadline; an accepted message
- *   whose run never ended; any run (D1) not ended; an inbound run that ended `ok` (or `error`,
+ *   whose run never ended, or whose text never reached its session's transcript as a user
+ *   message (a steered one included); any run (D1) not ended; an inbound run that ended `ok` (or `error`,
  *   whose chat gets a notice) with no delivery row for its reply (notice); a delivery neither
  *   `delivered` nor `dead` at the end, `dead` without a cause (`lastError`), or `delivered`
  *   while the connector never accepted it; a spawned sub-agent whose announcement never reached
- *   the requester's transcript, or reached it without a delivery row to the requester's chat.
+ *   the requester's transcript, or reached it without a delivery row to the requester's chat;
+ *   a sub-agent a yielded turn waited on whose announcement started no run in the requester.
  * - DUPLICATED (what a chat would see twice): a reply accepted under two deliveryIds; a messageId
  *   answered with two different runIds, or whose text appears as a user message more than once.
  *   Delivery is at least once (SPEC §14): a POST the connector accepted just before a SIGKILL,
@@ -100,7 +105,7 @@ const TOKEN = "soak-gateway-token";
 const SECRET = "soak-connector-secret";
 const ENDED = new Set(["ok", "error", "aborted", "timeout"]);
 
-type Kind = "plain" | "send-wait" | "send-fire" | "spawn";
+type Kind = "plain" | "send-wait" | "send-fire" | "spawn" | "yield" | "steer";
 
 interface PlannedMessage {
   index: number;
@@ -112,6 +117,8 @@ interface PlannedMessage {
 
 interface SentMessage {
   acceptedRunIds: Set<string>;
+  /** The 202's `status` of each answer (`steered` when it joined a running turn). */
+  statuses: Set<string>;
   answers: number;
   attempts: number;
   refused?: string;
@@ -146,9 +153,24 @@ interface HistoryMessage {
   id: string;
   role: string;
   runId?: string;
+  isError?: boolean;
   toolName?: string;
   content: Array<{ type: string; text?: string }>;
   provenance?: { kind: string; sourceSessionKey?: string };
+}
+
+/** A sub-agent's announcement in its requester's transcript (`runId`: the run it started). */
+interface Announcement {
+  requester: string;
+  id: string;
+  runId?: string;
+}
+
+/** A turn that ended in `sessions_yield`, and the sub-agents it waited on. */
+interface Yield {
+  requester: string;
+  runId?: string;
+  waitingOn: string[];
 }
 
 interface Kill {
@@ -181,10 +203,22 @@ function plan(opts: SoakOptions, prng: Prng): { messages: PlannedMessage[]; kill
       messages.push({ index: i, messageId: `soak-${opts.seed}-${i}`, session: i, kind: "plain" });
       continue;
     }
-    const session = r.int(0, opts.sessions - 1);
     const roll = r.next();
     const kind: Kind =
-      roll < 0.08 ? "send-wait" : roll < 0.15 ? "send-fire" : roll < 0.25 ? "spawn" : "plain";
+      roll < 0.08
+        ? "send-wait"
+        : roll < 0.15
+          ? "send-fire"
+          : roll < 0.21
+            ? "spawn"
+            : roll < 0.25
+              ? "yield"
+              : roll < 0.35
+                ? "steer"
+                : "plain";
+    // A steer goes where the message before it went, whose turn may still run.
+    const drawn = r.int(0, opts.sessions - 1);
+    const session = kind === "steer" ? (messages[i - 1]?.session ?? drawn) : drawn;
     const m: PlannedMessage = { index: i, messageId: `soak-${opts.seed}-${i}`, session, kind };
     if (kind === "send-wait" || kind === "send-fire") {
       let target = r.int(0, opts.sessions - 2);
@@ -204,7 +238,9 @@ function plan(opts: SoakOptions, prng: Prng): { messages: PlannedMessage[]; kill
 function inboundBody(m: PlannedMessage, sessions: number): string {
   const group = m.session % 3 === 2;
   const directive =
-    m.kind === "plain" ? "" : ` #soak ${m.kind}${m.target !== undefined ? ` ${sessionKeyOf(m.target)}` : ""}`;
+    m.kind === "plain" || m.kind === "steer"
+      ? ""
+      : ` #soak ${m.kind}${m.target !== undefined ? ` ${sessionKeyOf(m.target)}` : ""}`;
   const from = group ? `soak-member-${m.index % 7}` : `soak-peer-${m.session}`;
   return JSON.stringify({
     messageId: m.messageId,
@@ -212,7 +248,7 @@ function inboundBody(m: PlannedMessage, sessions: number): string {
     from,
     to: "soak-bot",
     ...(group ? { groupId: `soak-group-${m.session}`, groupSubject: `Soak group ${m.session}` } : {}),
-    text: `[m${m.index}] soak message ${m.index} of session ${m.session}/${sessions}${directive}`,
+    text: `${m.kind === "steer" ? "/steer " : ""}[m${m.index}] soak message ${m.index} of session ${m.session}/${sessions}${directive}`,
     senderName: `Soak ${from}`,
   });
 }
@@ -324,7 +360,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
 
   const send = async (m: PlannedMessage): Promise<void> => {
     const raw = inboundBody(m, opts.sessions);
-    const record: SentMessage = { acceptedRunIds: new Set(), answers: 0, attempts: 0 };
+    const record: SentMessage = { acceptedRunIds: new Set(), statuses: new Set(), answers: 0, attempts: 0 };
     sent.set(m.messageId, record);
     sentCount++;
     for (let attempt = 0; Date.now() < deadline; attempt++) {
@@ -344,6 +380,7 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
           const body = JSON.parse(text) as { runId?: string; sessionKey?: string; status?: string };
           record.answers++;
           if (body.runId) record.acceptedRunIds.add(body.runId);
+          if (body.status) record.statuses.add(body.status);
           record.sessionKey = body.sessionKey;
           if (body.sessionKey !== sessionKeyOf(m.session)) {
             problems.push(`${m.messageId} went to ${body.sessionKey}, expected ${sessionKeyOf(m.session)}`);
@@ -458,7 +495,10 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     const sessionsToScan = new Set(Array.from({ length: opts.sessions }, (_, i) => sessionKeyOf(i)));
     const sends: Array<{ requester: string; runId: string; status: string }> = [];
     const spawns: Array<{ requester: string; runId: string; childSessionKey: string }> = [];
-    const announcements = new Map<string, { requester: string; id: string }>();
+    const announcements = new Map<string, Announcement>();
+    /** A child session's announce-step run, whose id names the announcement and its delivery. */
+    const announceRuns = new Map<string, string>();
+    const yields: Yield[] = [];
     const userTexts = new Map<string, number>();
 
     const refreshRuns = async () => {
@@ -488,6 +528,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       sends.length = 0;
       spawns.length = 0;
       announcements.clear();
+      announceRuns.clear();
+      yields.length = 0;
       userTexts.clear();
       const scanned = new Set<string>();
       while (true) {
@@ -533,12 +575,28 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
                 sessionsToScan.add(result.childSessionKey);
               }
             }
+            if (msg.role === "toolResult" && msg.toolName === "sessions_yield" && !msg.isError) {
+              try {
+                const result = JSON.parse(text) as { status?: string; waitingOn?: string[] };
+                if (result.status === "yielded")
+                  yields.push({ requester: key, runId: msg.runId, waitingOn: result.waitingOn ?? [] });
+              } catch {
+                // not a result the tool wrote
+              }
+            }
+            if (msg.role === "user" && msg.runId && text.startsWith("[sub-agent announce]")) {
+              announceRuns.set(key, msg.runId);
+            }
             if (
               msg.role === "user" &&
               msg.provenance?.kind === "subagent_announce" &&
               msg.provenance.sourceSessionKey
             ) {
-              announcements.set(msg.provenance.sourceSessionKey, { requester: key, id: msg.id });
+              announcements.set(msg.provenance.sourceSessionKey, {
+                requester: key,
+                id: msg.id,
+                ...(msg.runId ? { runId: msg.runId } : {}),
+              });
             }
             if (msg.role === "user" && msg.provenance?.kind === "external_user") {
               const tag = /\[m(\d+)\]/.exec(text)?.[1];
@@ -616,6 +674,11 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       if (!ENDED.has(r.status) || r.status === "error") suspects.add(r.sessionKey);
     for (const d of deliveries.values()) if (d.status !== "delivered") suspects.add(d.sessionKey);
     for (const sp of spawns) if (!announcements.has(sp.childSessionKey)) suspects.add(sp.requester);
+    for (const s of sent.values())
+      for (const id of s.acceptedRunIds) {
+        const r = runs.get(id);
+        if (r?.status === "ok" && r.reply && !deliveries.has(`${id}:reply`)) suspects.add(r.sessionKey);
+      }
     for (const key of [...suspects].slice(0, 20)) {
       if (key === "?") continue;
       const h = await rpc<HistoryPage>("chat.history", {
@@ -657,6 +720,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       sends,
       spawns,
       announcements,
+      announceRuns,
+      yields,
       userTexts,
       d1: d1Open,
       kills,
@@ -733,7 +798,9 @@ interface AccountInput {
   model: FaultyModel;
   sends: Array<{ requester: string; runId: string; status: string }>;
   spawns: Array<{ requester: string; runId: string; childSessionKey: string }>;
-  announcements: Map<string, { requester: string; id: string }>;
+  announcements: Map<string, Announcement>;
+  announceRuns: Map<string, string>;
+  yields: Yield[];
   userTexts: Map<string, number>;
   d1: { total: number; open: Array<{ runId: string; status: string; trigger: string }> };
   kills: Kill[];
@@ -791,6 +858,10 @@ function account(x: AccountInput): SoakReport {
   for (const [tag, n] of x.userTexts) {
     if (n > 1) duplicated.push(`message [m${tag}] appears ${n} times as a user message in its transcript`);
   }
+  for (const m of x.messages) {
+    if ((x.sent.get(m.messageId)?.acceptedRunIds.size ?? 0) > 0 && !x.userTexts.has(String(m.index)))
+      lost.push(`${m.messageId} ([m${m.index}], ${m.kind}) was accepted but is in no transcript`);
+  }
 
   // Runs
   for (const [id, why] of x.notRuns) {
@@ -833,7 +904,9 @@ function account(x: AccountInput): SoakReport {
     const expected =
       r.status === "ok" && r.reply ? `${id}:reply` : r.status === "error" ? `${id}:notice` : undefined;
     if (expected && !x.deliveries.has(expected)) {
-      lost.push(`run ${id} (${r.sessionKey}) ended ${r.status} but has no delivery ${expected}`);
+      lost.push(
+        `run ${id} (${r.sessionKey}) ended ${r.status} (reply ${JSON.stringify(r.reply?.slice(0, 60))}) but has no delivery ${expected}`,
+      );
     }
   }
 
@@ -887,11 +960,14 @@ function account(x: AccountInput): SoakReport {
       );
     }
   }
-  // A reply accepted under two deliveryIds is a duplicate no connector can drop.
+  // A message answered by two runs (two deliveryIds) is a duplicate no connector can drop. Only
+  // the replies of message runs count: a turn that yielded answers its message again from the
+  // runs its sub-agents' announcements start.
   const repliesByMessage = new Map<string, Set<string>>();
   for (const [id, list] of x.connector.accepted) {
     const to = list[0]?.replyToMessageId;
     if (list[0]?.kind !== "reply" || !to) continue;
+    if (x.runs.get(id.replace(/:reply$/, ""))?.trigger !== "inbound") continue;
     repliesByMessage.set(to, (repliesByMessage.get(to) ?? new Set()).add(id));
   }
   for (const [messageId, ids] of repliesByMessage) {
@@ -916,11 +992,29 @@ function account(x: AccountInput): SoakReport {
       lost.push(
         `announcement of ${s.childSessionKey} (task run ${s.runId}, ${child?.status ?? "?"}) never reached ${s.requester}`,
       );
-    } else if (!x.deliveries.has(`${a.id}:announce`)) {
-      announcementsLost++;
-      lost.push(`announcement ${a.id} in ${a.requester} has no delivery row ${a.id}:announce`);
+    } else {
+      // Its id is `<announce-step run>:announcement`, also when it started a run in the requester.
+      const announceRun = x.announceRuns.get(s.childSessionKey);
+      const deliveryId = `${announceRun ? `${announceRun}:announcement` : a.id}:announce`;
+      if (!x.deliveries.has(deliveryId)) {
+        announcementsLost++;
+        lost.push(`announcement ${a.id} in ${a.requester} has no delivery row ${deliveryId}`);
+      }
     }
   }
+  // Yields: each sub-agent a yielded turn waited on starts a run with its announcement.
+  let yieldRuns = 0;
+  for (const y of x.yields) {
+    for (const child of y.waitingOn) {
+      const a = x.announcements.get(child);
+      if (a?.runId) yieldRuns++;
+      else if (a)
+        lost.push(`${y.requester}'s turn ${y.runId} yielded to ${child}, whose announcement started no run`);
+    }
+  }
+  const yieldsRequested = x.messages.filter((m) => m.kind === "yield").length;
+  const steersSent = x.messages.filter((m) => m.kind === "steer" && x.sent.has(m.messageId));
+  const steered = steersSent.filter((m) => x.sent.get(m.messageId)?.statuses.has("steered")).length;
   const spawnsRequested = x.messages.filter((m) => m.kind === "spawn").length;
   const sendsRequested = x.messages.filter((m) => m.kind === "send-wait" || m.kind === "send-fire").length;
   const sendsOk = x.sends.filter((s) => x.runs.get(s.runId)?.status === "ok").length;
@@ -994,6 +1088,14 @@ function account(x: AccountInput): SoakReport {
     {
       measure: "sub-agent announcements lost",
       value: `${fmt(announcementsLost)} of ${fmt(x.spawns.length)} spawned (${fmt(spawnsRequested)} asked for)`,
+    },
+    {
+      measure: "turns yielded to sub-agents (sessions_yield)",
+      value: `${fmt(x.yields.length)} (${fmt(yieldsRequested)} asked for), waiting on ${fmt(x.yields.reduce((n, y) => n + y.waitingOn.length, 0))} sub-agents; ${fmt(yieldRuns)} announcements started a run`,
+    },
+    {
+      measure: "steering messages (/steer)",
+      value: `${fmt(steered)} of ${fmt(steersSent.length)} joined a running turn (the rest queued as runs)`,
     },
     {
       measure: "sends (sessions_send) completed",

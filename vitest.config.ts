@@ -90,11 +90,13 @@ export function quickWorkersProject(
 
 /**
  * The end-to-end files where the number of D1 databases matters: listings and paging, the reset
- * sweep and jobs, resolution across sessions, what a reply makes readable where (the CLI's
+ * sweep and jobs, resolution across sessions, a requester and its sub-agents or watched
+ * sessions, what a reply makes readable where (the CLI's
  * storage commands are cli-storage.e2e, which starts no gateway). The project
  * e2e-d1x4 runs them again against a gateway spreading sessions over four (SWITCHBOARD_TEST_D1).
  */
 const E2E_ACROSS_DATABASES = [
+  "test/e2e/agent-coordination.e2e.test.ts",
   "test/e2e/lifecycle.e2e.test.ts",
   "test/e2e/listings.e2e.test.ts",
   "test/e2e/read-your-replies.e2e.test.ts",

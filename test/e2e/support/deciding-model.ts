@@ -1,0 +1,174 @@
+/**
+ * An OpenAI-compatible model on 127.0.0.1 that decides each answer from the request (its system
+ * prompt, its last message and the last user message) with the `decide` function a suite gives
+ * it, rather than from a script; a request matching `hangOn` hangs until released, so a test can
+ * hold a turn (or kill the gateway) mid-flow.
+ */
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
+
+export interface SeenRequest {
+  system: string;
+  lastRole: string;
+  lastUser: string;
+  outcome: "pending" | "answered" | "client-closed";
+}
+
+export type Answer = { text: string } | { tool: string; args: unknown };
+
+export interface DecidingModel {
+  baseUrl: string;
+  requests: SeenRequest[];
+  /** The next request matching `match` hangs until released; resolves when it arrived. */
+  hangOn(match: (r: SeenRequest) => boolean): { started: Promise<SeenRequest>; release(): void };
+  close(): Promise<void>;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? "").join("");
+  return "";
+}
+
+async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+export const B_REPLY = "B says pong";
+export const ANNOUNCE_TEXT = "B announces: the exchange is done";
+export const SUBAGENT_RESULT = "the answer is 42";
+
+/**
+ * What every agent answers in the session-tools suites (SPEC §17 prompts decide the phase):
+ * `send:{…}` / `spawn:{…}` as the last user message call `sessions_send` / `sessions_spawn`.
+ */
+export function decideSessionTools(r: SeenRequest): Answer {
+  if (r.system.includes("## Sub-agent")) {
+    if (r.system.includes("This is the announce step")) return { text: SUBAGENT_RESULT };
+    return { text: "42" };
+  }
+  if (r.system.includes("This is the announce step")) return { text: ANNOUNCE_TEXT };
+  const round = /This is reply-back round (\d+)/.exec(r.system);
+  if (round) return { text: `round reply ${round[1]}` };
+  if (r.system.includes("The message below was sent by the requester session")) return { text: B_REPLY };
+  if (r.lastRole === "tool") return { text: "tool done" };
+  const call = /(send|spawn):(\{.*\})\s*$/s.exec(r.lastUser);
+  if (call) {
+    return {
+      tool: call[1] === "send" ? "sessions_send" : "sessions_spawn",
+      args: JSON.parse(call[2] ?? "{}"),
+    };
+  }
+  return { text: `answer to ${r.lastUser.slice(-40)}` };
+}
+
+function completion(answer: Answer, model: string, n: number) {
+  const toolCalls =
+    "tool" in answer
+      ? [
+          {
+            id: `call_${n}`,
+            type: "function",
+            function: { name: answer.tool, arguments: JSON.stringify(answer.args) },
+          },
+        ]
+      : undefined;
+  return {
+    id: `chatcmpl-deciding-${n}`,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model,
+    choices: [
+      {
+        index: 0,
+        message: {
+          role: "assistant",
+          content: "text" in answer ? answer.text : null,
+          ...(toolCalls ? { tool_calls: toolCalls } : {}),
+        },
+        finish_reason: toolCalls ? "tool_calls" : "stop",
+      },
+    ],
+    usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
+  };
+}
+
+export async function startDecidingModel(decide: (r: SeenRequest) => Answer): Promise<DecidingModel> {
+  const requests: SeenRequest[] = [];
+  const hangs: Array<{
+    match: (r: SeenRequest) => boolean;
+    started: (r: SeenRequest) => void;
+    released: Promise<void>;
+  }> = [];
+  const releases: Array<() => void> = [];
+
+  const handle = async (req: IncomingMessage, res: ServerResponse) => {
+    const raw = await readBody(req);
+    if (req.method !== "POST" || !req.url?.endsWith("/chat/completions")) {
+      res.writeHead(404, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
+      return;
+    }
+    const parsed = JSON.parse(raw) as { model: string; messages: Array<{ role: string; content?: unknown }> };
+    const last = parsed.messages.at(-1);
+    const lastUser = [...parsed.messages].reverse().find((m) => m.role === "user");
+    const record: SeenRequest = {
+      system: parsed.messages
+        .filter((m) => m.role === "system")
+        .map((m) => textOf(m.content))
+        .join("\n"),
+      lastRole: last?.role ?? "",
+      lastUser: lastUser ? textOf(lastUser.content) : "",
+      outcome: "pending",
+    };
+    const n = requests.push(record);
+    res.on("close", () => {
+      if (record.outcome === "pending") record.outcome = "client-closed";
+    });
+    const hangAt = hangs.findIndex((h) => h.match(record));
+    if (hangAt >= 0) {
+      const [hang] = hangs.splice(hangAt, 1);
+      hang?.started(record);
+      await hang?.released;
+    }
+    if (res.destroyed || res.writableEnded) return;
+    record.outcome = "answered";
+    res.writeHead(200, { "content-type": "application/json" });
+    res.end(JSON.stringify(completion(decide(record), parsed.model, n)));
+  };
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (res.headersSent) return;
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `deciding model failed: ${String(error)}` } }));
+    });
+  });
+  const port = await listenOnLoopback(server);
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    hangOn(match) {
+      let started!: (r: SeenRequest) => void;
+      let release!: () => void;
+      const startedP = new Promise<SeenRequest>((r) => {
+        started = r;
+      });
+      const released = new Promise<void>((r) => {
+        release = r;
+      });
+      releases.push(release);
+      hangs.push({ match, started, released });
+      return { started: startedP, release };
+    },
+    async close() {
+      for (const r of releases) r();
+      server.close();
+      server.closeAllConnections();
+      await once(server, "close");
+    },
+  };
+}

@@ -15,18 +15,12 @@ import {
   type Answer,
   type DecidingModel,
   decideSessionTools,
+  decidingConfig,
   type SeenRequest,
   startDecidingModel,
 } from "./support/deciding-model.ts";
 import { type FakeConnector, startFakeConnector } from "./support/fake-connector.ts";
-import {
-  CONNECTOR_SECRET,
-  connectorConfig,
-  type Gateway,
-  settled,
-  startGateway,
-  waitFor,
-} from "./support/gateway.ts";
+import { CONNECTOR_SECRET, type Gateway, settled, startGateway, waitFor } from "./support/gateway.ts";
 
 const WORKING = "Working on it";
 
@@ -58,16 +52,7 @@ const textOf = (m: TranscriptMessage) => m.content.map((p) => p.text ?? "").join
 beforeAll(async () => {
   [connector, model] = await Promise.all([startFakeConnector(CONNECTOR_SECRET), startDecidingModel(decide)]);
   gw = await startGateway({
-    config: {
-      connectors: connectorConfig(connector.url),
-      models: {
-        providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } },
-        retry: { attempts: 2, baseDelayMs: 50 },
-      },
-      agents: { defaults: { model: "fake/test-model" }, list: [{ id: "main", default: true }] },
-      tools: { sessions: { visibility: "all" } },
-      session: { agentToAgent: { maxPingPongTurns: 0 } },
-    },
+    config: decidingConfig(connector.url, model.baseUrl, { visibility: "all", maxPingPongTurns: 0 }),
   });
 });
 

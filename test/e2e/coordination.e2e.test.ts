@@ -1,10 +1,11 @@
 /**
  * Coordination end to end against `wrangler dev` (SPEC §20): a message steering a running turn
  * (`/queue steer`), its skipped tool call and its own user message; the session's signal log
- * read through `session_status { changesSince }` and `stateVersion` on `sessions.list`.
+ * read through `session_status { changesSince }` and `stateVersion` on `sessions.list`; a
+ * message interrupting a running turn (`/queue interrupt`).
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { directMessage, invokeTool, waitFor } from "./support/gateway.ts";
+import { directMessage, invokeTool, settled, waitFor } from "./support/gateway.ts";
 import { startWorld, type World } from "./support/world.ts";
 
 let world: World;
@@ -89,5 +90,41 @@ describe("steering a running turn", () => {
       },
     );
     expect(listed.sessions.find((s) => s.key === key)?.stateVersion).toBe(4);
+  });
+});
+
+describe("interrupting a running turn", () => {
+  it("a message ends the running turn (aborted, no reply) and runs next", async () => {
+    const from = "co-interrupt";
+    const key = `agent:main:telegram:dm:${from}`;
+    await say(from, "/queue interrupt");
+    await waitFor(async () => world.connector.deliveriesFor({ sessionKey: key }).length > 0, 30_000, {
+      what: "the /queue notice",
+    });
+    const hang = world.model.hang();
+    const first = await say(from, "a long question");
+    await hang.started;
+    // The next model call (the second message's run) answers this.
+    world.model.push({ text: "answering the new one" });
+    const second = await say(from, "never mind, this instead");
+    expect(second.status).toBe("queued");
+    expect(second.runId).not.toBe(first.runId);
+    const aborted = await world.gw.call<{ status: string }>("agent.wait", {
+      runId: first.runId,
+      timeoutMs: 30_000,
+    });
+    expect(aborted.status).toBe("aborted");
+    hang.release({ text: "too late" });
+    const next = await world.gw.call<{ status: string }>("agent.wait", {
+      runId: second.runId,
+      timeoutMs: 30_000,
+    });
+    expect(next.status).toBe("ok");
+    await settled(world.gw, key);
+    const replies = world.connector
+      .deliveriesFor({ sessionKey: key, kind: "reply" })
+      .map((d) => d.body?.text);
+    expect(replies).toContain("answering the new one");
+    expect(replies).not.toContain("too late");
   });
 });

@@ -15,20 +15,13 @@ import {
   B_REPLY,
   type DecidingModel,
   decideSessionTools,
+  decidingConfig,
   type SeenRequest,
   SUBAGENT_RESULT,
   startDecidingModel,
 } from "./support/deciding-model.ts";
 import { type FakeConnector, startFakeConnector } from "./support/fake-connector.ts";
-import {
-  CONNECTOR_SECRET,
-  connectorConfig,
-  type Gateway,
-  settled,
-  sleep,
-  startGateway,
-  waitFor,
-} from "./support/gateway.ts";
+import { CONNECTOR_SECRET, type Gateway, settled, sleep, startGateway, waitFor } from "./support/gateway.ts";
 
 // ---------------------------------------------------------------------------------------------
 
@@ -53,16 +46,7 @@ beforeAll(async () => {
     startDecidingModel(decideSessionTools),
   ]);
   gw = await startGateway({
-    config: {
-      connectors: connectorConfig(connector.url),
-      models: {
-        providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } },
-        retry: { attempts: 2, baseDelayMs: 50 },
-      },
-      agents: { defaults: { model: "fake/test-model" }, list: [{ id: "main", default: true }] },
-      tools: { sessions: { visibility: "agent" } },
-      session: { agentToAgent: { maxPingPongTurns: 2 } },
-    },
+    config: decidingConfig(connector.url, model.baseUrl, { visibility: "agent", maxPingPongTurns: 2 }),
   });
 });
 

@@ -7,6 +7,7 @@
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
+import { connectorConfig } from "./gateway.ts";
 
 export interface SeenRequest {
   system: string;
@@ -170,5 +171,26 @@ export async function startDecidingModel(decide: (r: SeenRequest) => Answer): Pr
       server.closeAllConnections();
       await once(server, "close");
     },
+  };
+}
+
+/**
+ * The gateway config of a suite whose agents all ask the deciding model at `modelUrl` and whose
+ * chat is the fake connector at `connectorUrl`: the session tools' visibility and reply-back rounds.
+ */
+export function decidingConfig(
+  connectorUrl: string,
+  modelUrl: string,
+  sessions: { visibility: "agent" | "all"; maxPingPongTurns: number },
+) {
+  return {
+    connectors: connectorConfig(connectorUrl),
+    models: {
+      providers: { fake: { api: "openai-compatible", baseUrl: modelUrl } },
+      retry: { attempts: 2, baseDelayMs: 50 },
+    },
+    agents: { defaults: { model: "fake/test-model" }, list: [{ id: "main", default: true }] },
+    tools: { sessions: { visibility: sessions.visibility } },
+    session: { agentToAgent: { maxPingPongTurns: sessions.maxPingPongTurns } },
   };
 }

@@ -62,6 +62,15 @@ export function catalogLimits(
   modelId: string,
   catalog: Readonly<Record<string, ModelLimits>> = BUILT_IN_CATALOG,
 ): ModelLimits | undefined {
+  return lookupByModel(api, modelId, catalog);
+}
+
+/** A table keyed as the catalog is (`<api>/<model>`, prefixes, `<api>/*`), read for `api/modelId`. */
+export function lookupByModel<T>(
+  api: string,
+  modelId: string,
+  catalog: Readonly<Record<string, T>>,
+): T | undefined {
   const ref = `${api}/${modelId}`;
   if (Object.hasOwn(catalog, ref)) return catalog[ref];
   let best: string | undefined;

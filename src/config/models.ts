@@ -48,6 +48,14 @@ const ModelLimitsSchema = z.strictObject({
   maxOutputTokens: PositiveInt.optional(),
 });
 
+const UsdPerMillion = z.number().min(0).max(10_000);
+const PriceSchema = z.strictObject({
+  input: UsdPerMillion,
+  output: UsdPerMillion,
+  cacheRead: UsdPerMillion.optional(),
+  cacheWrite: UsdPerMillion.optional(),
+});
+
 export const ModelsSchema = z.strictObject({
   providers: z.record(Id, ProviderSchema).default(() => ({})),
   aliases: z.record(NonEmpty, ModelRef).default(() => ({})),
@@ -57,6 +65,11 @@ export const ModelsSchema = z.strictObject({
    * (`src/agent/catalog.ts`) > the provider's `contextWindow` > `contextWindow` below.
    */
   catalog: z.record(CatalogRef, ModelLimitsSchema).default(() => ({})),
+  /**
+   * Prices per exact model reference, US dollars per million tokens (SPEC §21); an entry
+   * replaces the built-in table's (src/agent/pricing.ts). A model priced nowhere costs null.
+   */
+  pricing: z.record(CatalogRef, PriceSchema).default(() => ({})),
   retry: z
     .strictObject({
       /** Total provider calls per model step, the first included (SPEC §17). */

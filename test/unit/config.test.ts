@@ -56,6 +56,7 @@ const DEFAULTS: Config = {
     providers: {},
     aliases: {},
     catalog: {},
+    pricing: {},
     retry: { attempts: 3, baseDelayMs: 500 },
     contextWindow: 128_000,
   },

@@ -15,6 +15,7 @@ import {
   type AssistantModelMessage,
   generateText,
   type LanguageModel,
+  type LanguageModelUsage,
   type ModelMessage,
   type Tool,
   type ToolSet,
@@ -29,9 +30,11 @@ import {
   type ContentPart,
   type TranscriptMessage,
   textOf,
+  type Usage,
 } from "../transcript/message";
 import { estimateTokens } from "../transcript/tokens";
 import { toModelMessages } from "./context";
+import { type CallTokens, costOf, type Price } from "./pricing";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
 
 type ReasoningPart = Extract<
@@ -48,8 +51,45 @@ export interface RunCheckpoint {
   outputTokens: number;
   /** Prompt + completion tokens of the latest model call. */
   lastCallTokens: number;
+  /** Of the input, read from and written to the prompt cache (absent in earlier checkpoints: 0). */
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  /** Model calls made, those of a model without a price, and the priced ones' cost in US dollars. */
+  modelCalls?: number;
+  unpricedCalls?: number;
+  costUsd?: number;
   /** Reasoning returned with tool calls, by the id of the first call of its step. */
   reasoning?: Record<string, ReasoningPart[]>;
+}
+
+/** A call's tokens as the AI SDK reports them; a provider that reports none counts 0. */
+function callTokens(usage: LanguageModelUsage): CallTokens {
+  return {
+    inputTokens: usage.inputTokens ?? 0,
+    outputTokens: usage.outputTokens ?? 0,
+    cacheReadTokens: usage.inputTokenDetails?.cacheReadTokens ?? 0,
+    cacheWriteTokens: usage.inputTokenDetails?.cacheWriteTokens ?? 0,
+  };
+}
+
+/**
+ * A run's usage from its checkpoint (SPEC §21): tokens, model calls, and the cost of the priced
+ * calls; null when it made calls and none had a price.
+ */
+export function runUsage(cp: RunCheckpoint): Usage {
+  const calls = cp.modelCalls ?? 0;
+  const unpriced = cp.unpricedCalls ?? 0;
+  return {
+    inputTokens: cp.inputTokens,
+    outputTokens: cp.outputTokens,
+    // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
+    totalTokens: cp.lastCallTokens,
+    cacheReadTokens: cp.cacheReadTokens ?? 0,
+    cacheWriteTokens: cp.cacheWriteTokens ?? 0,
+    modelCalls: calls,
+    unpricedCalls: unpriced,
+    costUsd: calls > 0 && unpriced === calls ? null : (cp.costUsd ?? 0),
+  };
 }
 
 export function emptyCheckpoint(): RunCheckpoint {
@@ -60,6 +100,8 @@ export interface AgentLoopInput {
   runId: string;
   model: LanguageModel;
   modelRef: string;
+  /** The model's price (agent/pricing.ts); undefined: its calls cost null. */
+  price?: Price | undefined;
   system: string;
   /** Prior transcript plus this run's input messages. */
   history: TranscriptMessage[];
@@ -307,8 +349,10 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
         .filter((p): p is ReasoningPart => p.type === "reasoning");
       if (reasoning.length > 0) cp.reasoning = { ...cp.reasoning, [firstCall.toolCallId]: reasoning };
     }
-    const inTokens = result.usage.inputTokens ?? 0;
-    const outTokens = result.usage.outputTokens ?? 0;
+    const tokens = callTokens(result.usage);
+    const inTokens = tokens.inputTokens;
+    const outTokens = tokens.outputTokens;
+    const cost = costOf(tokens, input.price);
     const message: TranscriptMessage = {
       id: `${input.runId}:s${cp.step}:a`,
       role: "assistant",
@@ -322,6 +366,11 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     cp.inputTokens += inTokens;
     cp.outputTokens += outTokens;
     cp.lastCallTokens = inTokens + outTokens;
+    cp.cacheReadTokens = (cp.cacheReadTokens ?? 0) + tokens.cacheReadTokens;
+    cp.cacheWriteTokens = (cp.cacheWriteTokens ?? 0) + tokens.cacheWriteTokens;
+    cp.modelCalls = (cp.modelCalls ?? 0) + 1;
+    if (cost === null) cp.unpricedCalls = (cp.unpricedCalls ?? 0) + 1;
+    else cp.costUsd = (cp.costUsd ?? 0) + cost;
     cp.produced.push(message);
     await input.persist(cp, [message]);
   }

@@ -1,7 +1,7 @@
 /**
  * The schema's columns as SQL sees them, for the plain statements of reads.ts and writes.ts:
- * per table, each row property's column name, how its value is stored (text and integer as
- * they are, booleans as 0/1, JSON as its text, read back through the column's schema:
+ * per table, each row property's column name, how its value is stored (text, integer and real
+ * as they are, booleans as 0/1, JSON as its text, read back through the column's schema:
  * json-columns.ts) and what an insert without the value stores, in the schema's declaration
  * order. Derived from the drizzle tables of schema.ts (`getTableColumns`), every one of them
  * when this module loads, so a column type or default these statements cannot store fails at
@@ -12,7 +12,7 @@ import { getTableColumns, getTableName, is, SQL } from "drizzle-orm";
 import { type SQLiteColumn, SQLiteSyncDialect, SQLiteTable } from "drizzle-orm/sqlite-core";
 import * as schema from "./schema";
 
-export type Codec = "text" | "integer" | "boolean" | "json";
+export type Codec = "text" | "integer" | "real" | "boolean" | "json";
 
 /** How a stored value becomes a row's value; null when it is the value (text, integer). */
 export type Decode = ((value: unknown) => unknown) | null;
@@ -46,6 +46,7 @@ export interface TableDef {
 const CODECS: Record<string, Codec> = {
   SQLiteText: "text",
   SQLiteInteger: "integer",
+  SQLiteReal: "real",
   SQLiteBoolean: "boolean",
   SQLiteCustomColumn: "json",
 };

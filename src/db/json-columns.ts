@@ -75,6 +75,11 @@ export const UsageSchema: z.ZodType<Usage> = z.looseObject({
   inputTokens: num,
   outputTokens: num,
   totalTokens: num,
+  cacheReadTokens: num.optional(),
+  cacheWriteTokens: num.optional(),
+  modelCalls: num.optional(),
+  unpricedCalls: num.optional(),
+  costUsd: num.nullable().optional(),
 });
 
 export const TaskRunSchema: z.ZodType<TaskRun> = z.looseObject({

@@ -242,6 +242,7 @@ export const LISTED_COLUMNS = [
   "model",
   "contextTokens",
   "totalTokens",
+  "costUsd",
   "thinkingLevel",
   "verboseLevel",
   "systemSent",

@@ -6,7 +6,7 @@
  * and every write has a natural unique key so that retries are idempotent.
  */
 import { sql } from "drizzle-orm";
-import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { index, integer, primaryKey, real, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 import {
   ContentSchema,
   CountsSchema,
@@ -41,6 +41,8 @@ export const sessions = sqliteTable(
     inputTokens: integer("input_tokens").notNull().default(0),
     outputTokens: integer("output_tokens").notNull().default(0),
     totalTokens: integer("total_tokens").notNull().default(0),
+    /** US dollars the priced model calls of this sessionId cost (SPEC §21); unpriced calls add nothing. */
+    costUsd: real("cost_usd").notNull().default(0),
     compactionCount: integer("compaction_count").notNull().default(0),
     thinkingLevel: text("thinking_level"),
     verboseLevel: text("verbose_level"),

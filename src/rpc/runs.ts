@@ -121,7 +121,9 @@ export const RUN_METHODS: Record<string, Method> = {
   "runs.get": method(z.strictObject({ runId: Key }), async (p, { env }) => {
     const run = await readRun(env, p.runId);
     if (!run) throw new ApiError("NOT_FOUND", `run not found: ${p.runId}`);
-    return withoutNulls(run);
+    // SPEC §21: what its priced calls cost; null (kept) when its calls had no price.
+    const usage = run.usage;
+    return { ...withoutNulls(run), ...(usage ? { costUsd: usage.costUsd ?? null } : {}) };
   }),
 
   "runs.list": method(

@@ -73,6 +73,7 @@ export const SessionRowSchema: z.ZodType<SessionRow> = z.looseObject({
   inputTokens: counter,
   outputTokens: counter,
   totalTokens: counter,
+  costUsd: counter,
   compactionCount: counter,
   thinkingLevel: nullableStr,
   verboseLevel: nullableStr,
@@ -146,6 +147,7 @@ const SpawnMetaSchema: z.ZodType<SpawnMeta> = z.looseObject({
       endedAt: num,
       inputTokens: num,
       outputTokens: num,
+      costUsd: num.nullable().optional(),
     })
     .optional(),
 });

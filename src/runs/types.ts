@@ -89,6 +89,8 @@ export interface SpawnMeta {
     endedAt: number;
     inputTokens: number;
     outputTokens: number;
+    /** US dollars of its priced model calls; null when none had a price (SPEC §21). */
+    costUsd?: number | null;
   };
 }
 

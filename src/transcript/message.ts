@@ -19,6 +19,14 @@ export interface Usage {
   inputTokens: number;
   outputTokens: number;
   totalTokens: number;
+  /** Of the input, read from and written to the provider's prompt cache (SPEC §21). */
+  cacheReadTokens?: number;
+  cacheWriteTokens?: number;
+  /** The model calls this usage sums, and those of a model without a price. */
+  modelCalls?: number;
+  unpricedCalls?: number;
+  /** US dollars of the priced calls (agent/pricing.ts); null when no call had a price. */
+  costUsd?: number | null;
 }
 
 export interface TranscriptMessage {

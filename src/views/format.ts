@@ -21,6 +21,12 @@ export function formatTokens(n: number): string {
   return `${(n / 1_000_000).toFixed(1).replace(/\.0$/, "")}M`;
 }
 
+/** US dollars: cents from a cent up (`$1.23`), four decimals below it (`$0.0042`). */
+export function formatUsd(usd: number): string {
+  if (usd === 0) return "$0";
+  return usd >= 0.01 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
+}
+
 /** `2026-11-25 04:00` in the given time zone. */
 export function formatInstant(ms: number, timeZone: string): string {
   const f = localFields(ms, timeZone);

@@ -27,6 +27,8 @@ export interface SessionEntry {
   inputTokens: number;
   outputTokens: number;
   totalTokens: number;
+  /** US dollars the priced model calls of this sessionId cost (SPEC §21). */
+  costUsd: number;
   compactionCount: number;
   thinkingLevel: string | null;
   verboseLevel: string | null;
@@ -60,6 +62,7 @@ export type ListedEntry = Pick<
   | "model"
   | "contextTokens"
   | "totalTokens"
+  | "costUsd"
   | "thinkingLevel"
   | "verboseLevel"
   | "systemSent"
@@ -135,6 +138,7 @@ export function listRow(row: ListedEntry, displayKey: string, now: number, messa
     model: row.model,
     contextTokens: row.contextTokens,
     totalTokens: row.totalTokens,
+    costUsd: row.costUsd,
     thinkingLevel: row.thinkingLevel,
     verboseLevel: row.verboseLevel,
     systemSent: row.systemSent,

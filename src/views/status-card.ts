@@ -8,7 +8,7 @@ import type { Config } from "../config/schema";
 import { chatTypeOfKey } from "../keys/session-key";
 import { evaluateSendPolicy, sessionChannel } from "../policy/send-policy";
 import type { QueueDepth } from "../runs/types";
-import { formatInstant, formatTokens } from "./format";
+import { formatInstant, formatTokens, formatUsd } from "./format";
 import type { SessionEntry } from "./session";
 
 /** What the status card reads of a session entry. */
@@ -30,6 +30,7 @@ export type StatusEntry = Pick<
   | "totalTokens"
   | "inputTokens"
   | "outputTokens"
+  | "costUsd"
   | "compactionCount"
   | "thinkingLevel"
   | "verboseLevel"
@@ -70,6 +71,7 @@ export function statusCard(row: StatusEntry, displayKey: string, queue: QueueDep
     totalTokens: row.totalTokens,
     inputTokens: row.inputTokens,
     outputTokens: row.outputTokens,
+    costUsd: row.costUsd ?? 0,
     percentUsed,
     compactionCount: row.compactionCount,
     thinkingLevel: row.thinkingLevel ?? "off",
@@ -107,6 +109,7 @@ export function statusCardText(
     `Session id: ${card.sessionId}`,
     `Model: ${card.model}`,
     `Context: ${context} · in ${formatTokens(card.inputTokens)} / out ${formatTokens(card.outputTokens)} this session · ${card.compactionCount} compaction${card.compactionCount === 1 ? "" : "s"}`,
+    `Cost: ${formatUsd(card.costUsd)} this session (priced model calls)`,
     `Thinking: ${card.thinkingLevel} · Verbose: ${card.verboseLevel}`,
     `Send policy: ${policy}`,
     `Queue: ${queue}`,

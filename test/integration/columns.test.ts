@@ -8,7 +8,7 @@
  */
 import { env } from "cloudflare:workers";
 import { getTableColumns, getTableName, is, sql } from "drizzle-orm";
-import { integer, real, type SQLiteColumn, SQLiteTable, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { blob, integer, type SQLiteColumn, SQLiteTable, sqliteTable, text } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { type Codec, type Fallback, type TableDef, tableDef } from "../../src/db/columns";
@@ -34,6 +34,7 @@ const SQL_TYPES: Record<Codec, string> = {
   text: "text",
   json: "text",
   integer: "integer",
+  real: "real",
   boolean: "integer",
 };
 
@@ -155,8 +156,8 @@ describe("tableDef", () => {
   });
 
   it("refuses a column its statements cannot store, naming it", () => {
-    const measured = sqliteTable("measured", { id: text("id"), score: real("score") });
-    expect(() => tableDef(measured)).toThrow("measured.score: a SQLiteReal column is not supported");
+    const measured = sqliteTable("measured", { id: text("id"), data: blob("data") });
+    expect(() => tableDef(measured)).toThrow("measured.data: a SQLiteBlobBuffer column is not supported");
     // JSON without a schema would be read unchecked: JSON columns are json-columns.ts's json().
     const loose = sqliteTable("loose", { id: text("id"), body: text("body", { mode: "json" }) });
     expect(() => tableDef(loose)).toThrow("loose.body: a SQLiteTextJson column is not supported");

@@ -186,6 +186,8 @@ describe("/status", () => {
       expect.stringMatching(
         /^Context: \d+ of 32k tokens \(\d+(\.\d)?%\) · in \d+ \/ out \d+ this session · 0 compactions$/,
       ),
+      // The echo model costs nothing.
+      "Cost: $0 this session (priced model calls)",
       "Thinking: off · Verbose: off",
       "Send policy: allow (inherited)",
       "Queue: 0 waiting · idle",

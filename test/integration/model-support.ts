@@ -19,7 +19,12 @@ export interface ModelRequest {
  * `delayMs` answers only after that many milliseconds (a slow model); `held` answers only once
  * it returns false (checked every few milliseconds; the call's abort still ends it).
  */
-type Timing = { delayMs?: number; held?: () => boolean };
+type Timing = {
+  delayMs?: number;
+  held?: () => boolean;
+  /** The call's `usage` as the provider reports it (default 100 prompt / 10 completion tokens). */
+  usage?: Record<string, unknown>;
+};
 export type ModelAnswer =
   | ({ text: string } & Timing)
   | ({ tool: string; args: unknown } & Timing)
@@ -109,7 +114,7 @@ export function scriptedWorld(answer: (req: ModelRequest) => ModelAnswer) {
       created: Math.floor(Date.now() / 1000),
       model: "m",
       choices: [{ index: 0, message, finish_reason: "tool" in a ? "tool_calls" : "stop" }],
-      usage: { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 },
+      usage: a.usage ?? { prompt_tokens: 100, completion_tokens: 10, total_tokens: 110 },
     });
   });
   return { delivered, requests, calls: () => calls, restore: () => spy.mockRestore() };

@@ -335,6 +335,7 @@ describe("sessions.list", () => {
       model: null,
       contextTokens: r!.contextTokens,
       totalTokens: r!.totalTokens,
+      costUsd: 0,
       thinkingLevel: null,
       verboseLevel: null,
       systemSent: false,
@@ -1392,7 +1393,14 @@ describe("agent.wait and runs.get", () => {
         inputTokens: expect.any(Number),
         outputTokens: expect.any(Number),
         totalTokens: expect.any(Number),
+        cacheReadTokens: 0,
+        cacheWriteTokens: 0,
+        modelCalls: 1,
+        unpricedCalls: 0,
+        costUsd: 0,
       },
+      // The echo model is priced, at nothing.
+      costUsd: 0,
       deliver: false,
     });
     const usage = run.payload.usage as { inputTokens: number; outputTokens: number; totalTokens: number };

@@ -67,7 +67,7 @@ describe("sessions_spawn", () => {
     expect(lines[1]).toMatch(/^Result: /);
     const stats = lines.find((l) => l.startsWith("Stats: "));
     expect(stats).toMatch(
-      /^Stats: runtime \d+s • tokens [\d.]+k? \(in [\d.]+k? \/ out [\d.]+k?\) • sessionKey agent:main:subagent:/,
+      /^Stats: runtime \d+s • tokens [\d.]+k? \(in [\d.]+k? \/ out [\d.]+k?\) • est \$[\d.]+ • sessionKey agent:main:subagent:/,
     );
     expect(stats).toContain(`sessionKey ${childKey}`);
     expect(stats).toMatch(/sessionId [0-9a-f-]{36} • transcript \/v1\/transcripts\/[0-9a-f-]{36}\.jsonl$/);

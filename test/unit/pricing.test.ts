@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { BUILT_IN_PRICES, costOf, priceOf } from "../../src/agent/pricing";
 import { parseConfig } from "../../src/config/load";
+import { buildAnnouncement } from "../../src/session/flows/plans";
 
 const tokens = (inputTokens: number, outputTokens: number, cacheReadTokens = 0, cacheWriteTokens = 0) => ({
   inputTokens,
@@ -68,5 +69,31 @@ describe("models.pricing", () => {
     expect(() =>
       parseConfig(JSON.stringify({ models: { pricing: { "openai/gpt-4o": { input: -1, output: 9 } } } })),
     ).toThrow(/models\.pricing.*input/);
+  });
+});
+
+describe("the sub-agent announcement's Stats line", () => {
+  const base = {
+    announce: { runId: "a", status: "ok" as const, reply: "the result" },
+    childKey: "agent:main:subagent:x",
+    childSessionId: "s",
+    transcriptPath: "/v1/transcripts/s.jsonl",
+  };
+  const task = {
+    runId: "t",
+    status: "ok" as const,
+    startedAt: 0,
+    endedAt: 2_000,
+    inputTokens: 900,
+    outputTokens: 100,
+  };
+
+  it("shows est $… when the task's cost is known, and nothing when it is not", () => {
+    expect(buildAnnouncement({ ...base, task: { ...task, costUsd: 0.0213 } })).toContain(
+      "(in 900 / out 100) • est $0.02 • sessionKey",
+    );
+    expect(buildAnnouncement({ ...base, task: { ...task, costUsd: 0.0042 } })).toContain("est $0.0042");
+    expect(buildAnnouncement({ ...base, task: { ...task, costUsd: null } })).not.toContain("est $");
+    expect(buildAnnouncement({ ...base, task })).not.toContain("est $");
   });
 });

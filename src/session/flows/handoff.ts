@@ -5,6 +5,7 @@
  * announcement recorded in the requester session. Step run ids derive from the flow, so a
  * step handed on twice (a finalize repeated after a restart) is queued once.
  */
+import { runUsage } from "../../agent/loop";
 import { stableUuid } from "../../auth/signature";
 import type { Config } from "../../config/schema";
 import type { DeliveryContext } from "../../db/json-columns";
@@ -62,6 +63,7 @@ export async function continueFlows(
       endedAt: outcome.endedAt ?? Date.now(),
       inputTokens: progress.loop.inputTokens,
       outputTokens: progress.loop.outputTokens,
+      costUsd: runUsage(progress.loop).costUsd ?? null,
     };
     if (outcome.error) task.error = outcome.error;
     if (outcome.reply) task.reply = outcome.reply;

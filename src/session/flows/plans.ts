@@ -9,7 +9,7 @@
  * from the flow so that a repeated finalization enqueues nothing twice.
  */
 import type { FlowMeta, RunOutcome, SpawnMeta } from "../../runs/types";
-import { formatDuration, formatTokens } from "../../views/format";
+import { formatDuration, formatTokens, formatUsd } from "../../views/format";
 
 export const REPLY_SKIP = "REPLY_SKIP";
 export const ANNOUNCE_SKIP = "ANNOUNCE_SKIP";
@@ -141,9 +141,9 @@ export function buildAnnouncement(a: AnnouncementInput): string | undefined {
   lines.push(
     `Stats: runtime ${formatDuration(a.task.endedAt - a.task.startedAt)} • tokens ${formatTokens(tokens)} (in ${formatTokens(
       a.task.inputTokens,
-    )} / out ${formatTokens(a.task.outputTokens)}) • sessionKey ${a.childKey} • sessionId ${a.childSessionId} • transcript ${
-      a.transcriptPath
-    }`,
+    )} / out ${formatTokens(a.task.outputTokens)})${
+      typeof a.task.costUsd === "number" ? ` • est ${formatUsd(a.task.costUsd)}` : ""
+    } • sessionKey ${a.childKey} • sessionId ${a.childSessionId} • transcript ${a.transcriptPath}`,
   );
   return lines.join("\n");
 }

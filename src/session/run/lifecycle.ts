@@ -69,7 +69,7 @@
  * The actor starts the head at once when a run is admitted to an idle actor or the run before
  * it is done, and its alarm is the backstop (session/scheduler.ts).
  */
-import { emptyCheckpoint } from "../../agent/loop";
+import { emptyCheckpoint, runUsage } from "../../agent/loop";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../../runs/types";
@@ -285,12 +285,7 @@ async function finalize(
       error: outcome.error ?? null,
       reply: outcome.reply ?? null,
       model: entry?.model ?? null,
-      usage: {
-        inputTokens: progress.loop.inputTokens,
-        outputTokens: progress.loop.outputTokens,
-        // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
-        totalTokens: progress.loop.lastCallTokens,
-      },
+      usage: runUsage(progress.loop),
       // false: blocked by send policy; null: the delivery's own row says (runs.get reads it).
       delivered: blocked ? false : null,
     },

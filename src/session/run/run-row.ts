@@ -46,6 +46,7 @@ export function accountRun(
     outputTokens: entry.outputTokens + progress.loop.outputTokens,
     // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
     totalTokens: progress.loop.lastCallTokens || entry.totalTokens,
+    costUsd: (entry.costUsd ?? 0) + (progress.loop.costUsd ?? 0),
     abortedLastRun: outcome.status === "aborted" || outcome.status === "timeout",
     systemSent: true,
     runStatus: morePending ? "queued" : "idle",

@@ -8,6 +8,7 @@
 import { needsCompaction, outputBudget } from "../../agent/compaction";
 import { type AgentLoopResult, ProviderError, runAgentLoop } from "../../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../../agent/models";
+import { priceOf } from "../../agent/pricing";
 import { providerOptionsFor } from "../../agent/thinking";
 import type { Config } from "../../config/schema";
 import { showActivity } from "../../delivery/deliver";
@@ -254,6 +255,7 @@ export async function runTurn(
       runId,
       model,
       modelRef: resolved.ref,
+      price: priceOf(resolved.ref, resolved.spec.api, resolved.modelId, config.models.pricing),
       system,
       history: [...context.messages, ...inputs],
       tools,

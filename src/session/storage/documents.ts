@@ -133,6 +133,11 @@ const CheckpointSchema: z.ZodType<RunCheckpoint> = z.looseObject({
   inputTokens: num,
   outputTokens: num,
   lastCallTokens: num,
+  cacheReadTokens: num.optional(),
+  cacheWriteTokens: num.optional(),
+  modelCalls: num.optional(),
+  unpricedCalls: num.optional(),
+  costUsd: num.optional(),
   reasoning: z
     .record(str, z.array(z.looseObject({ type: z.literal("reasoning"), text: str })))
     .optional() as unknown as z.ZodType<RunCheckpoint["reasoning"]>,

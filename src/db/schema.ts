@@ -274,6 +274,35 @@ export const runPrefixes = sqliteTable(
 );
 
 /**
+ * Usage and cost per day, session and model (SPEC §21 `usage.summary`): a rollup each run's
+ * finalize adds to in the same batch as the run's row (db/usage.ts), so a summary reads these
+ * rows, never every run. The day is the run's end in `session.timezone`. Written in the
+ * session's database; summaries read every database and add up.
+ */
+export const usageDaily = sqliteTable(
+  "usage_daily",
+  {
+    day: text("day").notNull(),
+    sessionKey: text("session_key").notNull(),
+    /** The model the run used ('' when none). */
+    model: text("model").notNull(),
+    agentId: text("agent_id").notNull(),
+    channel: text("channel"),
+    runs: integer("runs").notNull().default(0),
+    modelCalls: integer("model_calls").notNull().default(0),
+    inputTokens: integer("input_tokens").notNull().default(0),
+    outputTokens: integer("output_tokens").notNull().default(0),
+    cacheReadTokens: integer("cache_read_tokens").notNull().default(0),
+    cacheWriteTokens: integer("cache_write_tokens").notNull().default(0),
+    costUsd: real("cost_usd").notNull().default(0),
+    unpricedCalls: integer("unpriced_calls").notNull().default(0),
+  },
+  // Keyed by day first: a summary reads a range of days (its filters apply within it). WITHOUT
+  // ROWID in the migration: a day's first run of a session writes one row, no index row.
+  (t) => [primaryKey({ columns: [t.day, t.sessionKey, t.model] })],
+);
+
+/**
  * Records a session's actor could not write: a deferred record (a connector's message, its
  * run and entry) that D1 refused on its own again and again. Kept whole, with the cause, for the
  * operator (`records.dead`), instead of being retried forever.

@@ -2,7 +2,7 @@
  * Operator RPC (`POST /rpc/:method`, SPEC §13 and §17 "RPC parameters"): every method by name.
  * Each declares a strict zod schema for its params (unknown params are a 400) and returns the
  * payload; the methods live with their resource (gateway.ts, sessions.ts, runs.ts, connectors.ts,
- * storage.ts).
+ * storage.ts, usage.ts).
  */
 import { ownEntry } from "../config/lookup";
 import { ApiError, parseInput } from "../http/errors";
@@ -12,6 +12,7 @@ import type { Method, RpcContext } from "./method";
 import { RUN_METHODS } from "./runs";
 import { SESSION_METHODS } from "./sessions";
 import { STORAGE_METHODS } from "./storage";
+import { USAGE_METHODS } from "./usage";
 
 export type { RpcContext };
 
@@ -21,6 +22,7 @@ export const METHODS: Record<string, Method> = {
   ...RUN_METHODS,
   ...CONNECTOR_METHODS,
   ...STORAGE_METHODS,
+  ...USAGE_METHODS,
 };
 
 export async function callMethod(name: string, rawParams: unknown, ctx: RpcContext): Promise<unknown> {

@@ -78,3 +78,10 @@ export function localFields(utcMs: number, timeZone: string) {
     minute: local.getUTCMinutes(),
   };
 }
+
+/** The local day of an instant in `timeZone`, `YYYY-MM-DD` (what daily rollups key on). */
+export function localDay(utcMs: number, timeZone: string): string {
+  const f = localFields(utcMs, timeZone);
+  const pad = (n: number) => String(n).padStart(2, "0");
+  return `${f.year}-${pad(f.month)}-${pad(f.day)}`;
+}

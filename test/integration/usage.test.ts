@@ -2,9 +2,15 @@
  * Usage and cost per model call, per run and per session (SPEC §21), in workerd: the model's
  * reported usage, cached tokens included, priced by `models.pricing`; a run sums its calls
  * (`runs.get`: `usage`, `costUsd`), the entry sums its runs (`costUsd` on list rows and in
- * `/status`), a reset starts it again; a model without a price costs null, never 0.
+ * `/status`), a reset starts it again; a model without a price costs null, never 0. The rollup
+ * behind `usage.summary`: each run added once to its day in the session's timezone, the
+ * summary's total the sum of the runs.
  */
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { runRecordsStatement } from "../../src/db/run-records";
+import { usageRollupStatement } from "../../src/db/usage";
+import { localDay } from "../../src/time/zones";
 import {
   CONNECTORS,
   group,
@@ -104,5 +110,111 @@ describe("usage and cost", () => {
     });
     expect((await listed(group(id)))?.costUsd).toBe(0);
     world.restore();
+  });
+});
+
+interface Summary {
+  from: string;
+  to: string;
+  rows: Array<{ group: string; runs: number; modelCalls: number; costUsd: number; cacheReadTokens: number }>;
+  total: { runs: number; modelCalls: number; costUsd: number; inputTokens: number; unpricedCalls: number };
+}
+
+describe("usage.summary", () => {
+  it("adds each run to its day in the session's timezone; the total is the sum of the runs", async () => {
+    const world = scriptedWorld(script);
+    // UTC+14 and UTC-11: at any instant their dates differ.
+    const east = "usage-east";
+    const west = "usage-west";
+    await scriptedGroup(east, { ...PRICED, session: { timezone: "Pacific/Kiritimati" } });
+    await scriptedGroup(west, { ...PRICED, session: { timezone: "Pacific/Pago_Pago" } });
+    const runIds = [
+      await sayInGroup(east, "tool"),
+      await sayInGroup(east, "one"),
+      await sayInGroup(west, "two"),
+    ];
+    const now = Date.now();
+    const eastDay = localDay(now, "Pacific/Kiritimati");
+    const westDay = localDay(now, "Pacific/Pago_Pago");
+    expect(eastDay).not.toBe(westDay);
+
+    // Each session's first run (the echo model's, before the scripted one) counts too: on the
+    // gateway's own day (UTC), which lies between the two.
+    const utcDay = localDay(now, "UTC");
+    const range = { from: westDay, to: eastDay };
+    const bySession = (
+      await rpc<Summary>("usage.summary", { ...range, groupBy: "session", agentId: "main" })
+    ).payload.rows.filter((r) => r.group === group(east) || r.group === group(west));
+    expect(bySession.map((r) => [r.group, r.runs, r.modelCalls])).toEqual([
+      [group(east), 3, 4],
+      [group(west), 2, 2],
+    ]);
+    const eastDays = (await rpc<Summary>("usage.summary", { ...range, sessionKey: group(east) })).payload;
+    expect(eastDays.rows.find((r) => r.group === eastDay)?.runs).toBe(utcDay === eastDay ? 3 : 2);
+    const westDays = (await rpc<Summary>("usage.summary", { ...range, sessionKey: group(west) })).payload;
+    expect(westDays.rows.find((r) => r.group === westDay)?.runs).toBe(utcDay === westDay ? 2 : 1);
+
+    // The total of east's days is the sum of its runs.
+    const listed = (await rpc<{ runs: RunView[] }>("runs.list", { sessionKey: group(east), limit: 50 }))
+      .payload.runs;
+    expect(listed).toHaveLength(3);
+    expect(eastDays.total.runs).toBe(3);
+    expect(eastDays.total.modelCalls).toBe(listed.reduce((n, r) => n + r.usage.modelCalls, 0));
+    expect(eastDays.total.inputTokens).toBe(listed.reduce((n, r) => n + r.usage.inputTokens, 0));
+    expect(eastDays.total.costUsd).toBeCloseTo(
+      listed.reduce((n, r) => n + (r.usage.costUsd ?? 0), 0),
+      12,
+    );
+    expect(eastDays.total.costUsd).toBeCloseTo(3 * CALL_USD, 12);
+    expect(runIds).toHaveLength(3);
+    world.restore();
+  });
+
+  it("adds a run once however often its finalize is written", async () => {
+    const db = env.DB;
+    const run = {
+      runId: "usage-once",
+      sessionKey: "agent:main:usage-once",
+      sessionId: "s-usage-once",
+      trigger: "rpc",
+      status: "ok",
+      createdAt: 1,
+      endedAt: 2,
+      deliver: false,
+    };
+    const addition = {
+      runId: run.runId,
+      day: "2026-01-02",
+      sessionKey: run.sessionKey,
+      agentId: "main",
+      channel: null,
+      model: "fake/m",
+      usage: {
+        inputTokens: 10,
+        outputTokens: 2,
+        totalTokens: 12,
+        modelCalls: 1,
+        unpricedCalls: 0,
+        costUsd: 0.5,
+      },
+    };
+    for (let i = 0; i < 3; i++)
+      await db.batch([usageRollupStatement(db, addition), runRecordsStatement(db, [run])]);
+    const row = await db
+      .prepare("SELECT runs, model_calls, cost_usd FROM usage_daily WHERE session_key = ?")
+      .bind(run.sessionKey)
+      .first();
+    expect(row).toEqual({ runs: 1, model_calls: 1, cost_usd: 0.5 });
+  });
+
+  it("refuses a bad range or grouping, naming the field", async () => {
+    const bad = await rpc("usage.summary", { from: "2026-02-01", to: "2026-01-01" });
+    expect(bad.status).toBe(400);
+    expect(bad.error?.message).toContain("`from` (2026-02-01) is after `to` (2026-01-01)");
+    const group = await rpc("usage.summary", { groupBy: "week" });
+    expect(group.status).toBe(400);
+    expect(group.error?.message).toContain("groupBy");
+    const day = await rpc("usage.summary", { from: "yesterday" });
+    expect(day.error?.message).toContain("YYYY-MM-DD");
   });
 });

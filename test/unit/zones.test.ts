@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { localFields, offsetMs } from "../../src/time/zones";
+import { localDay, localFields, offsetMs } from "../../src/time/zones";
 
 /** The offset straight from Intl, with no caching: what offsetMs must always agree with. */
 function reference(utcMs: number, timeZone: string): number {
@@ -58,5 +58,18 @@ describe("offsetMs", () => {
       hour: 3,
       minute: 0,
     });
+  });
+});
+
+describe("localDay", () => {
+  it("is the calendar day where the zone is, across a day boundary", () => {
+    // 07:30 UTC on Nov 28 is still Nov 27 in Los Angeles (UTC-8) and already Nov 28 in Tokyo.
+    const at = Date.UTC(2026, 10, 28, 7, 30);
+    expect(localDay(at, "UTC")).toBe("2026-11-28");
+    expect(localDay(at, "America/Los_Angeles")).toBe("2026-11-27");
+    expect(localDay(at, "Asia/Tokyo")).toBe("2026-11-28");
+    // 08:00 UTC is midnight in Los Angeles: the new day.
+    expect(localDay(Date.UTC(2026, 10, 28, 8, 0), "America/Los_Angeles")).toBe("2026-11-28");
+    expect(localDay(Date.UTC(2026, 10, 28, 7, 59, 59, 999), "America/Los_Angeles")).toBe("2026-11-27");
   });
 });

@@ -34,6 +34,7 @@ import {
 import { bindSessionKey, insertDeadRecordStatement, runRecordsStatement } from "../../db/run-records";
 import { recordDeliveriesStatement, recordDeliveryStatement } from "../../db/runs";
 import type { runs } from "../../db/schema";
+import { type UsageAddition, usageRollupStatement } from "../../db/usage";
 import type { DeliveryPayload } from "../../delivery/deliver";
 import type { UnrecordedOutcome } from "../../delivery/outbox";
 import { deliveryRow } from "../../delivery/rows";
@@ -112,6 +113,8 @@ export interface ActorRecords {
     messages: TranscriptMessage[];
     end: RunEnd;
     entry?: SessionRow;
+    /** What the run adds to the usage rollup (db/usage.ts), once however often this is written. */
+    usage?: UsageAddition;
   }): Promise<void>;
   /**
    * Runs that end outside a finalize (dropped from the queue before they started, a
@@ -277,11 +280,13 @@ export function d1Records(
       await write(appendMessageStatements(database(), sessionId, messages));
     },
 
-    async runFinished({ run, messages, end, entry }) {
+    async runFinished({ run, messages, end, entry, usage }) {
       const e = database();
       // The run's row goes before its messages' transcript is read back by anyone: one batch.
+      // The usage rollup's addition goes before the run's row ends (it adds only until then).
       await write([
         ...(entry ? entryStatements(e, entry, run.createdAt) : []),
+        ...(usage ? [usageRollupStatement(e, usage)] : []),
         runRecordsStatement(e, [{ ...run, ...end }]),
         ...appendMessageStatements(e, run.sessionId, messages),
       ]);

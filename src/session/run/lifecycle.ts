@@ -73,6 +73,7 @@ import { emptyCheckpoint, runUsage } from "../../agent/loop";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunOutcome } from "../../runs/types";
+import { localDay } from "../../time/zones";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
 import type { ActorRecords } from "../d1/records";
@@ -272,6 +273,7 @@ async function finalize(
   // finalized: the run's inputs, steps and reply, its row as it ended and the entry it changed,
   // in one batch, before the reply can reach the chat (SPEC §17 "Read your replies").
   const stored = progress.stored ?? 0;
+  const usage = runUsage(progress.loop);
   await a.records.runFinished({
     run: runRecordOf(row.run_id, spec, row.enqueued_at),
     messages: [
@@ -285,11 +287,20 @@ async function finalize(
       error: outcome.error ?? null,
       reply: outcome.reply ?? null,
       model: entry?.model ?? null,
-      usage: runUsage(progress.loop),
+      usage,
       // false: blocked by send policy; null: the delivery's own row says (runs.get reads it).
       delivered: blocked ? false : null,
     },
     ...(entry ? { entry } : {}),
+    usage: {
+      runId: row.run_id,
+      day: localDay(outcome.endedAt ?? Date.now(), a.config.session.timezone),
+      sessionKey: req.sessionKey,
+      agentId: entry?.agentId ?? req.init.agentId,
+      channel: entry?.channel ?? entry?.lastChannel ?? null,
+      model: entry?.model ?? null,
+      usage,
+    },
   });
   // replied: handed to the outbox (its row is the reply's durable record from here on) and
   // attempted at once, waited for at most FIRST_ATTEMPT_WAIT_MS so that the run's waiters hear

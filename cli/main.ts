@@ -14,6 +14,7 @@ import { registerSendCommand } from "./commands/send.ts";
 import { registerSessionCommands } from "./commands/sessions.ts";
 import { registerStorageCommands } from "./commands/storage.ts";
 import { registerTailCommand } from "./commands/tail.ts";
+import { registerUsageCommand } from "./commands/usage.ts";
 import type { CliIo } from "./context.ts";
 import { oneLine, terminalSafe } from "./format.ts";
 
@@ -39,6 +40,7 @@ export function buildProgram(io: CliIo, version: string): Command {
   registerGatewayCommands(program, io);
   registerSessionCommands(program, io);
   registerSearchCommand(program, io);
+  registerUsageCommand(program, io);
   registerSendCommand(program, io);
   registerTailCommand(program, io);
   registerDeliveryCommands(program, io);

@@ -150,6 +150,27 @@ describe("switchboard sessions, history", () => {
     expect(none.code).toBe(0);
   });
 
+  it("usage prints what model calls cost by the chosen group, with the total, and --json", async () => {
+    const r = await cli("usage", "--by", "agent");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/, by agent$/m);
+    expect(r.stdout).toMatch(/^AGENT +RUNS +CALLS +IN +OUT +CACHED +COST +UNPRICED$/m);
+    // The echo model is priced, at nothing.
+    expect(r.stdout).toMatch(/^main +\d+ +\d+ +[\d,]+ +[\d,]+ +0 +\$0\.00 +0$/m);
+    expect(r.stdout).toMatch(/^TOTAL +\d+ /m);
+    const json = JSON.parse((await cli("usage", "--by", "session", "--json")).stdout) as {
+      groupBy: string;
+      rows: Array<{ group: string; runs: number }>;
+      total: { runs: number };
+    };
+    expect(json.groupBy).toBe("session");
+    expect(json.rows.some((row) => row.group === ALICE && row.runs >= 1)).toBe(true);
+    expect(json.total.runs).toBe(json.rows.reduce((n, row) => n + row.runs, 0));
+    const bad = await cli("usage", "--by", "week");
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toContain("must be one of day, agent, model, channel, session");
+  });
+
   it("an unknown session is exit 4 with one line", async () => {
     const r = await cli("history", "agent:main:telegram:dm:nobody");
     expect(r.code).toBe(4);

@@ -51,6 +51,8 @@ export const sessions = sqliteTable(
     sendPolicy: text("send_policy"),
     /** `/queue <mode>` (SPEC §20): this session's queue mode; null follows session.queue.mode. */
     queueMode: text("queue_mode"),
+    /** `/usage tokens|full` (SPEC §21): the footer this session's replies get; null: none. */
+    usageMode: text("usage_mode"),
     /** The newest version of the session's signal log (SPEC §20), which its actor keeps. */
     stateVersion: integer("state_version").notNull().default(0),
     lastChannel: text("last_channel"),

@@ -74,6 +74,7 @@ export const SessionRowSchema: z.ZodType<SessionRow> = z.looseObject({
   outputTokens: counter,
   totalTokens: counter,
   costUsd: counter,
+  usageMode: nullableStr,
   compactionCount: counter,
   thinkingLevel: nullableStr,
   verboseLevel: nullableStr,

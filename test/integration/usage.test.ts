@@ -218,3 +218,44 @@ describe("usage.summary", () => {
     expect(day.error?.message).toContain("YYYY-MM-DD");
   });
 });
+
+describe("/usage", () => {
+  it("puts a footer on delivered replies (tokens, full), never in the transcript, and answers cost once", async () => {
+    const world = scriptedWorld(script);
+    const id = "usage-footer";
+    const key = group(id);
+    await scriptedGroup(id, PRICED);
+    const last = () => String(world.delivered.at(-1)?.body.text);
+
+    await sayInGroup(id, "/usage");
+    expect(last()).toBe("Usage footer: off.");
+    await sayInGroup(id, "/usage tokens");
+    expect(last()).toBe("Usage footer: tokens for this session.");
+    await sayInGroup(id, "first");
+    expect(last()).toBe("answer to first\n\n— 10k in / 500 out");
+    await sayInGroup(id, "/usage full");
+    await sayInGroup(id, "second");
+    expect(last()).toBe("answer to second\n\n— 10k in / 500 out · fake/m · $0.02");
+    await sayInGroup(id, "/usage off");
+    await sayInGroup(id, "third");
+    expect(last()).toBe("answer to third");
+    // The transcript keeps the model's replies as they were.
+    const replies = (
+      await rpc<{ messages: Array<{ role: string; content: Array<{ text?: string }> }> }>("chat.history", {
+        sessionKey: key,
+        limit: 50,
+      })
+    ).payload.messages
+      .filter((m) => m.role === "assistant")
+      .map((m) => m.content.map((p) => p.text ?? "").join(""));
+    expect(replies.slice(-3)).toEqual(["answer to first", "answer to second", "answer to third"]);
+
+    await sayInGroup(id, "/usage cost");
+    expect(last()).toMatch(
+      /^Cost of this session: \$0\.06\nAgent main: today \$[\d.]+ · last 30 days \$[\d.]+ \(UTC\)/,
+    );
+    await sayInGroup(id, "/usage weekly");
+    expect(last()).toBe("Usage: /usage off|tokens|full|cost");
+    world.restore();
+  });
+});

@@ -13,6 +13,9 @@
  * - `/send on|off|inherit` sets the session's send-policy override; owners only (`commands.owners`,
  *   or any operator RPC message). Its confirmation is posted if either the old or the new policy
  *   allows it, so an owner always hears back once, and a session that stays closed stays silent.
+ * - `/queue [mode]` shows or sets the session's queue mode (SPEC §20).
+ * - `/usage [off|tokens|full|cost]` shows or sets the footer of the session's replies, or posts
+ *   what the session and its agent have cost (SPEC §21; usage.ts).
  */
 
 import type { Config } from "../../config/schema";
@@ -31,6 +34,7 @@ import type { LiveRun } from "../run/live";
 import type { RunQueue } from "../run/queue";
 import type { ActorStore } from "../storage/store";
 import { type ChatPost, type PostHost, queueDelivery } from "./posts";
+import { costText, USAGE_MODES, type UsageMode } from "./usage";
 
 /** What chat commands use of the actor, and the two things they ask of its runs. */
 export interface CommandHost extends PostHost, ContextReportHost {
@@ -60,7 +64,9 @@ export type Command =
   | { name: "compact"; instructions: string | undefined }
   | { name: "context"; view: "list" | "detail" | undefined }
   /** `/queue` shows the mode; `/queue <mode>` sets it (`mode` undefined: not a mode, the usage). */
-  | { name: "queue"; mode: QueueMode | "show" | undefined };
+  | { name: "queue"; mode: QueueMode | "show" | undefined }
+  /** `/usage` shows the footer mode; `/usage off|tokens|full` sets it; `/usage cost` answers once. */
+  | { name: "usage"; mode: UsageMode | "show" | undefined };
 
 /** The command a message is, if it is one (case-insensitive, surrounding space ignored). */
 export function parseCommand(text: string): Command | undefined {
@@ -83,6 +89,12 @@ export function parseCommand(text: string): Command | undefined {
       const mode =
         arg === "show" || QUEUE_MODES.includes(arg as QueueMode) ? (arg as QueueMode | "show") : undefined;
       return { name: "queue", mode };
+    }
+    case "/usage": {
+      const arg = rest.length === 0 ? "show" : rest.length === 1 ? rest[0]?.toLowerCase() : undefined;
+      const mode =
+        arg === "show" || USAGE_MODES.includes(arg as UsageMode) ? (arg as UsageMode | "show") : undefined;
+      return { name: "usage", mode };
     }
     case "/send": {
       // Any `/send …` is the command: a wrong argument gets the usage, never a model turn.
@@ -159,6 +171,9 @@ export async function runCommand(
       break;
     case "queue":
       answer = await queueMode(a, entry, command.mode);
+      break;
+    case "usage":
+      answer = await usageMode(a, entry, command.mode);
       break;
   }
   // The notice answers the chat the command came from; an operator message without delivery gets none.
@@ -265,6 +280,24 @@ async function queueMode(
   // Re-read: a run may have changed the entry while D1 was being written.
   a.store.saveEntry({ ...(a.store.entry() ?? entry), queueMode: mode, updatedAt, stateVersion });
   return { text: `Queue mode: ${mode} for this session.`, policyOf: [entry] };
+}
+
+async function usageMode(
+  a: CommandHost,
+  entry: SessionRow,
+  mode: UsageMode | "show" | undefined,
+): Promise<Answer> {
+  if (mode === undefined) return { text: `Usage: /usage ${USAGE_MODES.join("|")}`, policyOf: [entry] };
+  if (mode === "show") return { text: `Usage footer: ${entry.usageMode ?? "off"}.`, policyOf: [entry] };
+  if (mode === "cost") {
+    return { text: await costText(a.env, entry, a.config.session.timezone, Date.now()), policyOf: [entry] };
+  }
+  const usageMode = mode === "off" ? null : mode;
+  const updatedAt = Date.now();
+  const next: SessionRow = { ...entry, usageMode, updatedAt };
+  await a.records.entryPatched(next);
+  a.store.saveEntry({ ...(a.store.entry() ?? entry), usageMode, updatedAt });
+  return { text: `Usage footer: ${mode} for this session.`, policyOf: [entry] };
 }
 
 async function send(

@@ -48,6 +48,7 @@ export function newSessionRow(
     abortedLastRun: false,
     sendPolicy: null,
     queueMode: null,
+    usageMode: null,
     stateVersion: 0,
     lastChannel: null,
     lastTo: null,

@@ -76,6 +76,7 @@ import type { DeliveryState, RunOutcome } from "../../runs/types";
 import { localDay } from "../../time/zones";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
+import { usageFooter } from "../chat/usage";
 import type { ActorRecords } from "../d1/records";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
@@ -262,7 +263,11 @@ async function finalize(
 ): Promise<AttemptEnd> {
   const { req } = spec;
   const entry = a.store.entry();
-  const out = outboundOf(req, outcome);
+  const usage = runUsage(progress.loop);
+  const post = outboundOf(req, outcome);
+  // `/usage tokens|full`: the delivered reply carries the footer, the transcript does not.
+  const footer = post?.kind === "reply" ? usageFooter(entry?.usageMode, usage, entry?.model ?? null) : "";
+  const out = post && footer ? { ...post, text: `${post.text}\n\n${footer}` } : post;
   const route = req.route ?? entry?.deliveryContext ?? undefined;
   const payload =
     out && route
@@ -273,7 +278,6 @@ async function finalize(
   // finalized: the run's inputs, steps and reply, its row as it ended and the entry it changed,
   // in one batch, before the reply can reach the chat (SPEC §17 "Read your replies").
   const stored = progress.stored ?? 0;
-  const usage = runUsage(progress.loop);
   await a.records.runFinished({
     run: runRecordOf(row.run_id, spec, row.enqueued_at),
     messages: [

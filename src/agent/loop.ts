@@ -102,6 +102,8 @@ export interface AgentLoopInput {
   modelRef: string;
   /** The model's price (agent/pricing.ts); undefined: its calls cost null. */
   price?: Price | undefined;
+  /** Asked before every model call with the checkpoint so far: a reason refuses the call. */
+  beforeCall?: ((checkpoint: RunCheckpoint) => string | undefined) | undefined;
   system: string;
   /** Prior transcript plus this run's input messages. */
   history: TranscriptMessage[];
@@ -137,6 +139,9 @@ export interface AgentLoopResult {
 }
 
 export class ProviderError extends Error {}
+
+/** A model call `beforeCall` refused (SPEC §21 budgets): the turn ends without making it. */
+export class CallRefused extends Error {}
 
 /** The unanswered calls of the latest assistant message, and when the model made them. */
 function pendingToolCalls(produced: TranscriptMessage[]): {
@@ -310,6 +315,9 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
       };
     }
 
+    // A call that may not be made (a budget reached) ends the turn before it is made.
+    const refused = input.beforeCall?.(cp);
+    if (refused) throw new CallRefused(refused);
     const messages = withReasoning(
       toModelMessages([...input.history, ...cp.produced], input.keepToolResults),
       cp.reasoning,

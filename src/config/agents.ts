@@ -6,8 +6,21 @@
 import { z } from "zod";
 import { formatValue, ID_RULE, Id, intBetween, NonEmpty, NonNegativeInt, PositiveInt } from "./fields";
 
+/**
+ * What an agent may spend (SPEC §21), US dollars of priced model calls, days and months in
+ * `session.timezone`: over all its sessions per day and per month, and per session per day.
+ */
+const BudgetSchema = z.strictObject({
+  dailyUsd: z.number().positive().optional(),
+  monthlyUsd: z.number().positive().optional(),
+  sessionDailyUsd: z.number().positive().optional(),
+});
+export type Budget = z.output<typeof BudgetSchema>;
+
 export const AgentDefaultsSchema = z.strictObject({
   model: NonEmpty.default("echo/echo"),
+  /** The budget of every agent without one of its own. */
+  budget: BudgetSchema.optional(),
   maxSteps: intBetween(1, 100).default(16),
   systemPrompt: z.string().optional(),
   /** Most transcript messages loaded into one turn's context. */
@@ -50,6 +63,8 @@ const AgentSchema = z.strictObject({
   model: NonEmpty.optional(),
   /** Overrides the context window of whatever model this agent runs (see `models.catalog`). */
   contextTokens: PositiveInt.optional(),
+  /** This agent's budget, replacing `agents.defaults.budget` whole. */
+  budget: BudgetSchema.optional(),
   workspace: z.strictObject({ writable: z.boolean().default(true) }).prefault({}),
   tools: ToolFilterSchema.prefault({}),
   subagents: z

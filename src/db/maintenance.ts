@@ -191,7 +191,7 @@ export async function deleteEmptyTranscripts(env: Env, sessionIds: string[]): Pr
 const RETAINED = {
   // Finished runs only (index runs_recent: created_at, run_id).
   runs: `DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs
-           WHERE status IN ('ok', 'error', 'aborted', 'timeout') AND created_at < ?1 LIMIT ?2)`,
+           WHERE status IN ('ok', 'error', 'aborted', 'timeout', 'budget_exceeded') AND created_at < ?1 LIMIT ?2)`,
   // Settled deliveries only (index deliveries_recent: created_at, delivery_id).
   deliveries: `DELETE FROM deliveries WHERE rowid IN (SELECT rowid FROM deliveries
            WHERE status IN ('delivered', 'dead') AND created_at < ?1 LIMIT ?2)`,

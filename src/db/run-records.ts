@@ -76,7 +76,7 @@ export async function countDeadRecords(env: Env): Promise<number> {
   return counts.reduce((sum, row) => sum + (row?.n ?? 0), 0);
 }
 
-const ENDED = `excluded."status" in ('ok', 'error', 'aborted', 'timeout')`;
+const ENDED = `excluded."status" in ('ok', 'error', 'aborted', 'timeout', 'budget_exceeded')`;
 const STARTS = `excluded."status" = 'running' and "runs"."status" = 'queued'`;
 const ifEnded = (column: string) =>
   `"${column}" = case when ${ENDED} then excluded."${column}" else "runs"."${column}" end`;

@@ -21,7 +21,7 @@ export interface UsageAddition {
   usage: Usage;
 }
 
-const ENDED = "('ok', 'error', 'aborted', 'timeout')";
+const ENDED = "('ok', 'error', 'aborted', 'timeout', 'budget_exceeded')";
 
 /** The addition of one run, guarded by its run row (goes before the statement that ends it). */
 export function usageRollupStatement(db: D1Database, a: UsageAddition): D1PreparedStatement {
@@ -160,4 +160,55 @@ export function usageTotal(rows: readonly UsageRow[]): Omit<UsageRow, "group"> {
   const total = Object.fromEntries(SUMS.map(([k]) => [k, 0])) as Omit<UsageRow, "group">;
   for (const row of rows) for (const [k] of SUMS) total[k] += row[k];
   return total;
+}
+
+/**
+ * What agent `agentId` has spent since `monthStart` and on `today` (days, `YYYY-MM-DD`), and
+ * session `sessionKey` today, from the rollup of every database (US dollars, priced calls).
+ */
+export async function agentSpend(
+  env: Env,
+  q: { agentId: string; sessionKey: string; today: string; monthStart: string },
+): Promise<{ agentDay: number; agentMonth: number; sessionDay: number }> {
+  const sql = `SELECT coalesce(SUM(cost_usd), 0) AS month,
+      coalesce(SUM(CASE WHEN day = ?2 THEN cost_usd END), 0) AS day,
+      coalesce(SUM(CASE WHEN day = ?2 AND session_key = ?3 THEN cost_usd END), 0) AS session
+    FROM usage_daily WHERE day >= ?1 AND day <= ?2 AND agent_id = ?4`;
+  const parts = await Promise.all(
+    allDatabases(env).map((db) =>
+      db
+        .prepare(sql)
+        .bind(q.monthStart, q.today, q.sessionKey, q.agentId)
+        .first<{ month: number; day: number; session: number }>(),
+    ),
+  );
+  const sum = (k: "month" | "day" | "session") => parts.reduce((n, p) => n + (p?.[k] ?? 0), 0);
+  return { agentDay: sum("day"), agentMonth: sum("month"), sessionDay: sum("session") };
+}
+
+/** What each agent spent on `today` and since `monthStart`, from every database (US dollars). */
+export async function agentsSpend(
+  env: Env,
+  q: { today: string; monthStart: string },
+): Promise<Map<string, { day: number; month: number }>> {
+  const sql = `SELECT agent_id AS agentId, coalesce(SUM(cost_usd), 0) AS month,
+      coalesce(SUM(CASE WHEN day = ?2 THEN cost_usd END), 0) AS day
+    FROM usage_daily WHERE day >= ?1 AND day <= ?2 GROUP BY agent_id`;
+  const parts = await Promise.all(
+    allDatabases(env).map(
+      async (db) =>
+        (
+          await db
+            .prepare(sql)
+            .bind(q.monthStart, q.today)
+            .all<{ agentId: string; month: number; day: number }>()
+        ).results,
+    ),
+  );
+  const out = new Map<string, { day: number; month: number }>();
+  for (const row of parts.flat()) {
+    const into = out.get(row.agentId) ?? { day: 0, month: 0 };
+    out.set(row.agentId, { day: into.day + row.day, month: into.month + row.month });
+  }
+  return out;
 }

@@ -4,6 +4,7 @@
  * `security.audit` (the policy in policy/audit/, over the facts gathered here).
  */
 import { z } from "zod";
+import { agentsOverBudget } from "../agent/budget";
 import { resolveModelRef } from "../agent/models";
 import { accountIdsOf, accountOf, type ConnectorConfig } from "../config/connectors";
 import type { ConfigError } from "../config/load";
@@ -16,9 +17,11 @@ import { readTaskRuns } from "../db/maintenance";
 import { pendingCodes, refusalCounts } from "../db/pairing";
 import { countDeadRecords } from "../db/run-records";
 import { searchIndexStatus } from "../db/search";
+import { agentsSpend } from "../db/usage";
 import { endpointsOf, pathOf, SURFACE } from "../http/surface";
 import { defaultAgentId } from "../keys/agent-binding";
 import { type AuditFacts, securityAudit } from "../policy/audit/report";
+import { localDay } from "../time/zones";
 import { VERSION } from "../version";
 import { type Method, method } from "./method";
 
@@ -67,13 +70,18 @@ export function auditFacts(config: Config): AuditFacts {
 export const GATEWAY_METHODS: Record<string, Method> = {
   status: method(StatusParams, async (_p, { config, env }) => {
     const now = Date.now();
-    const [tasks, jobs, deadRecords, refused, pending, search] = await Promise.all([
+    const budgets = config.agents.list
+      .map((a) => ({ agentId: a.id, budget: a.budget ?? config.agents.defaults.budget }))
+      .filter((b) => b.budget);
+    const today = localDay(now, config.session.timezone);
+    const [tasks, jobs, deadRecords, refused, pending, search, spent] = await Promise.all([
       readTaskRuns(env),
       listJobs(env, config, now),
       countDeadRecords(env),
       refusalCounts(env),
       pendingCodes(env, now),
       searchIndexStatus(env),
+      budgets.length ? agentsSpend(env, { today, monthStart: `${today.slice(0, 8)}01` }) : new Map(),
     ]);
     const ignored = ignoredSettings(config);
     return {
@@ -91,6 +99,8 @@ export const GATEWAY_METHODS: Record<string, Method> = {
       deadRecords,
       // The transcript search index's backfill: messages it indexed, and left to index.
       search,
+      // Agents at or over their daily or monthly budget (SPEC §21), with what they spent.
+      overBudget: agentsOverBudget(budgets, spent),
       // What each scheduled task did on its last run, and on the last run that changed something.
       maintenance: Object.fromEntries(
         tasks.map((t) => [t.task, { lastRun: t.lastRun, ...(t.lastWork ? { lastWork: t.lastWork } : {}) }]),

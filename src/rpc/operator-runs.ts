@@ -22,6 +22,8 @@ export interface OperatorMessage {
   deliver: boolean;
   idempotencyKey?: string;
   timeoutSeconds?: number;
+  /** Run past the agent's budgets (SPEC §21), for this message only. */
+  overrideBudget?: boolean | undefined;
   /** The session's row, when the caller has read it already. */
   existing?: SessionRow;
   /** The entry a session this message creates gets (default: derived from its key). */
@@ -108,6 +110,7 @@ export async function enqueueOperatorRun(
   };
   if (scopedKey) req.idempotencyKey = scopedKey;
   if (opts.timeoutSeconds) req.timeoutSeconds = opts.timeoutSeconds;
+  if (opts.overrideBudget) req.overrideBudget = true;
   const result = await actorFor(env, key).enqueue(req);
   if (!result.ok) throw actorError(result);
   return { runId: result.runId, sessionKey: key, sessionId: result.sessionId, status: "queued" as const };
@@ -173,7 +176,7 @@ export async function waitForOperatorRun(env: Env, runId: string, timeoutMs: num
   if (run && TERMINAL.has(run.status)) {
     const r: WaitResult = {
       runId: run.runId,
-      status: run.status === "timeout" ? "timeout" : (run.status as WaitResult["status"]),
+      status: run.status === "budget_exceeded" ? "error" : (run.status as WaitResult["status"]),
       runStatus: run.status as WaitResult["runStatus"],
     };
     if (run.startedAt) r.startedAt = run.startedAt;

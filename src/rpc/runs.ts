@@ -53,12 +53,14 @@ export const RUN_METHODS: Record<string, Method> = {
       message: z.string().trim().min(1).max(200_000),
       deliver: z.boolean().optional(),
       idempotencyKey: z.string().min(1).max(256).optional(),
+      overrideBudget: z.boolean().optional(),
     }),
     async (p, ctx) => {
       const row = await requireSession(ctx.env, ctx.config, p.sessionKey);
       return enqueueOperatorRun(ctx, row.key, p.message, {
         deliver: p.deliver ?? false,
         idempotencyKey: p.idempotencyKey,
+        overrideBudget: p.overrideBudget,
         existing: row,
       });
     },
@@ -73,6 +75,7 @@ export const RUN_METHODS: Record<string, Method> = {
         deliver: z.boolean().optional(),
         idempotencyKey: z.string().min(1).max(256).optional(),
         timeoutSeconds: z.number().int().min(0).max(3600).optional(),
+        overrideBudget: z.boolean().optional(),
       })
       .refine((p) => !(p.sessionKey && p.agentId), { message: "pass `sessionKey` or `agentId`, not both" }),
     async (p, ctx) => {
@@ -101,6 +104,7 @@ export const RUN_METHODS: Record<string, Method> = {
         deliver: p.deliver ?? false,
         idempotencyKey: p.idempotencyKey,
         timeoutSeconds: p.timeoutSeconds,
+        overrideBudget: p.overrideBudget,
         existing,
       });
     },
@@ -128,7 +132,9 @@ export const RUN_METHODS: Record<string, Method> = {
 
   "runs.list": method(
     z.strictObject({
-      status: z.enum(["queued", "running", "ok", "error", "aborted", "timeout"]).optional(),
+      status: z
+        .enum(["queued", "running", "ok", "error", "aborted", "timeout", "budget_exceeded"])
+        .optional(),
       sessionKey: Key.optional(),
       limit: z.number().optional(),
       cursor: z.string().min(1).optional(),

@@ -115,7 +115,7 @@ const EntryInitSchema: z.ZodType<EntryInit> = z.looseObject({
   label: str.optional(),
 });
 
-const RunStatusSchema = z.enum(["queued", "running", "ok", "error", "aborted", "timeout"]);
+const RunStatusSchema = z.enum(["queued", "running", "ok", "error", "aborted", "timeout", "budget_exceeded"]);
 
 const FlowMetaSchema: z.ZodType<FlowMeta> = z.looseObject({
   flowId: str,
@@ -174,6 +174,7 @@ export const EnqueueRequestSchema: z.ZodType<EnqueueRequest> = z.looseObject({
   userInteraction: flag,
   sender: z.looseObject({ channel: str, id: str }).optional(),
   freshSession: z.boolean().optional(),
+  overrideBudget: z.boolean().optional(),
   hasThread: flag,
   idempotencyKey: str.optional(),
   timeoutSeconds: num.optional(),

@@ -17,8 +17,14 @@ export type RunTrigger =
   | "rpc"
   /** A compaction run: `/compact`, `sessions.compact`, or one made before a turn's first model call. */
   | "compact";
-export type RunStatus = "queued" | "running" | "ok" | "error" | "aborted" | "timeout";
-export const TERMINAL: ReadonlySet<string> = new Set(["ok", "error", "aborted", "timeout"]);
+export type RunStatus = "queued" | "running" | "ok" | "error" | "aborted" | "timeout" | "budget_exceeded";
+export const TERMINAL: ReadonlySet<string> = new Set([
+  "ok",
+  "error",
+  "aborted",
+  "timeout",
+  "budget_exceeded",
+]);
 
 export interface RunInput {
   text: string;
@@ -110,6 +116,8 @@ export interface EnqueueRequest {
   sender?: { channel: string; id: string };
   /** Start a new sessionId for this run, keeping the key's settings (isolated scheduled jobs). */
   freshSession?: boolean;
+  /** An operator's message run past the agent's budgets (SPEC §21). */
+  overrideBudget?: boolean;
   hasThread: boolean;
   idempotencyKey?: string;
   timeoutSeconds?: number;

@@ -219,6 +219,7 @@ describe("status", () => {
       queue: { mode: "followup", cap: 50 },
       deadRecords: 0,
       search: { indexed: 0, pending: 0 },
+      overBudget: [],
       maintenance: {},
       jobs: [],
     });

@@ -21,7 +21,7 @@ import {
   scriptedGroup,
   scriptedWorld,
 } from "./model-support";
-import { rpc } from "./support";
+import { eventually, rpc } from "./support";
 
 const PRICE = { input: 3, output: 15, cacheRead: 0.3 };
 const PRICED = {
@@ -226,19 +226,21 @@ describe("/usage", () => {
     const key = group(id);
     await scriptedGroup(id, PRICED);
     const last = () => String(world.delivered.at(-1)?.body.text);
+    // A command's notice is delivered after its ack: wait for it.
+    const says = (text: string) => eventually(async () => last() === text);
 
     await sayInGroup(id, "/usage");
-    expect(last()).toBe("Usage footer: off.");
+    await says("Usage footer: off.");
     await sayInGroup(id, "/usage tokens");
-    expect(last()).toBe("Usage footer: tokens for this session.");
+    await says("Usage footer: tokens for this session.");
     await sayInGroup(id, "first");
-    expect(last()).toBe("answer to first\n\n— 10k in / 500 out");
+    await says("answer to first\n\n— 10k in / 500 out");
     await sayInGroup(id, "/usage full");
     await sayInGroup(id, "second");
-    expect(last()).toBe("answer to second\n\n— 10k in / 500 out · fake/m · $0.02");
+    await says("answer to second\n\n— 10k in / 500 out · fake/m · $0.02");
     await sayInGroup(id, "/usage off");
     await sayInGroup(id, "third");
-    expect(last()).toBe("answer to third");
+    await says("answer to third");
     // The transcript keeps the model's replies as they were.
     const replies = (
       await rpc<{ messages: Array<{ role: string; content: Array<{ text?: string }> }> }>("chat.history", {
@@ -251,11 +253,60 @@ describe("/usage", () => {
     expect(replies.slice(-3)).toEqual(["answer to first", "answer to second", "answer to third"]);
 
     await sayInGroup(id, "/usage cost");
+    await eventually(async () => last().startsWith("Cost of this session"));
     expect(last()).toMatch(
       /^Cost of this session: \$0\.06\nAgent main: today \$[\d.]+ · last 30 days \$[\d.]+ \(UTC\)/,
     );
     await sayInGroup(id, "/usage weekly");
-    expect(last()).toBe("Usage: /usage off|tokens|full|cost");
+    await says("Usage: /usage off|tokens|full|cost");
+    world.restore();
+  });
+});
+
+describe("budgets", () => {
+  it("a run past a budget makes no model call and ends budget_exceeded; one notice a day; an operator may override", async () => {
+    const world = scriptedWorld(script);
+    const id = "usage-budget";
+    const key = group(id);
+    // Each call costs CALL_USD (0.0213): two turns of three calls reach 0.05.
+    await scriptedGroup(id, {
+      ...PRICED,
+      agents: { defaults: { model: "fake/m", budget: { sessionDailyUsd: 0.05 } } },
+    });
+    const notices = () => world.delivered.filter((d) => d.body.kind === "notice").map((d) => d.body.text);
+
+    expect(
+      (await rpc<RunView & { status: string }>("runs.get", { runId: await sayInGroup(id, "tool") })).payload
+        .status,
+    ).toBe("ok");
+    await sayInGroup(id, "one");
+    const calls = world.requests.length;
+    const refused = await sayInGroup(id, "two");
+    expect(world.requests.length).toBe(calls);
+    const run = (await rpc<{ status: string; error: string }>("runs.get", { runId: refused })).payload;
+    expect(run.status).toBe("budget_exceeded");
+    expect(run.error).toBe("⚠️ This conversation's daily budget is used up; I cannot answer until it resets.");
+    const waited = (await rpc<{ status: string; runStatus: string }>("agent.wait", { runId: refused }))
+      .payload;
+    expect(waited).toMatchObject({ status: "error", runStatus: "budget_exceeded" });
+    await eventually(async () => notices().length === 1);
+    expect(notices()).toEqual([run.error]);
+
+    // Refused again, and the chat hears nothing more today.
+    await sayInGroup(id, "three");
+    expect(world.requests.length).toBe(calls);
+    expect(notices()).toHaveLength(1);
+
+    // The operator's override runs past it.
+    const sent = await rpc<{ runId: string }>("chat.send", {
+      sessionKey: key,
+      message: "urgent",
+      overrideBudget: true,
+    });
+    const ok = (await rpc<{ status: string }>("agent.wait", { runId: sent.payload.runId, timeoutMs: 10_000 }))
+      .payload;
+    expect(ok.status).toBe("ok");
+    expect(world.requests.length).toBe(calls + 1);
     world.restore();
   });
 });

@@ -3,6 +3,7 @@
  * config's prices first, cached tokens at their own prices, and no price → null, never 0.
  */
 import { describe, expect, it } from "vitest";
+import { agentsOverBudget, budgetNotice, budgetReached } from "../../src/agent/budget";
 import { BUILT_IN_PRICES, costOf, priceOf } from "../../src/agent/pricing";
 import { parseConfig } from "../../src/config/load";
 import { buildAnnouncement } from "../../src/session/flows/plans";
@@ -95,5 +96,54 @@ describe("the sub-agent announcement's Stats line", () => {
     expect(buildAnnouncement({ ...base, task: { ...task, costUsd: 0.0042 } })).toContain("est $0.0042");
     expect(buildAnnouncement({ ...base, task: { ...task, costUsd: null } })).not.toContain("est $");
     expect(buildAnnouncement({ ...base, task })).not.toContain("est $");
+  });
+});
+
+describe("budgetReached", () => {
+  const spend = (agentDay: number, agentMonth: number, sessionDay: number) => ({
+    agentDay,
+    agentMonth,
+    sessionDay,
+  });
+
+  it("names the first budget reached (at or over), the session's first", () => {
+    const budget = { dailyUsd: 1, monthlyUsd: 10, sessionDailyUsd: 0.5 };
+    expect(budgetReached(budget, spend(0.9, 9.9, 0.4))).toBeUndefined();
+    expect(budgetReached(budget, spend(1, 9.9, 0.4))).toEqual({ name: "daily", limitUsd: 1 });
+    expect(budgetReached(budget, spend(0.2, 10.5, 0.1))).toEqual({ name: "monthly", limitUsd: 10 });
+    expect(budgetReached(budget, spend(2, 20, 0.5))).toEqual({ name: "session daily", limitUsd: 0.5 });
+    expect(budgetReached(undefined, spend(99, 99, 99))).toBeUndefined();
+    expect(budgetReached({}, spend(99, 99, 99))).toBeUndefined();
+  });
+
+  it("tells the chat which budget, never the amounts", () => {
+    expect(budgetNotice("main", { name: "daily", limitUsd: 3 })).toBe(
+      "⚠️ The daily budget of agent main is used up; I cannot answer until it resets.",
+    );
+    expect(budgetNotice("main", { name: "monthly", limitUsd: 3 })).not.toContain("3");
+  });
+});
+
+describe("agentsOverBudget", () => {
+  it("lists the agents at or over a daily or monthly budget, not a session's", () => {
+    const spent = new Map([
+      ["main", { day: 5, month: 40 }],
+      ["ops", { day: 0.5, month: 120 }],
+      ["quiet", { day: 0.1, month: 0.1 }],
+    ]);
+    expect(
+      agentsOverBudget(
+        [
+          { agentId: "main", budget: { dailyUsd: 5 } },
+          { agentId: "ops", budget: { dailyUsd: 1, monthlyUsd: 100 } },
+          { agentId: "quiet", budget: { dailyUsd: 1, sessionDailyUsd: 0.01 } },
+          { agentId: "none", budget: undefined },
+        ],
+        spent,
+      ),
+    ).toEqual([
+      { agentId: "main", budget: "daily", limitUsd: 5, spentUsd: 5 },
+      { agentId: "ops", budget: "monthly", limitUsd: 100, spentUsd: 120 },
+    ]);
   });
 });

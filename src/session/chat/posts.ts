@@ -53,6 +53,12 @@ export function outboundOf(req: EnqueueRequest, outcome: RunOutcome): ChatPost |
         : undefined;
   }
   if (outcome.status === "ok") return outcome.reply ? { kind: "reply", text: outcome.reply } : undefined;
+  // A budget reached (SPEC §21): the chat hears which, once per session and day (run/budget.ts).
+  if (outcome.status === "budget_exceeded")
+    return {
+      kind: "notice",
+      text: outcome.error ?? "⚠️ A budget is used up; I cannot answer until it resets.",
+    };
   // The chat hears that the run failed, not why: a cause can name hosts, keys or internals.
   // The operator reads it in runs.get and the logs.
   if (outcome.status === "error") return { kind: "notice", text: RUN_FAILED_NOTICE };

@@ -80,6 +80,7 @@ import { usageFooter } from "../chat/usage";
 import type { ActorRecords } from "../d1/records";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
+import { budgetNoticeDue } from "./budget";
 import {
   MAX_RUN_ATTEMPTS,
   MAX_RUN_STARTS,
@@ -115,7 +116,10 @@ export interface LifecycleHost extends SessionStateHost {
     | "remove"
     | "insert"
   >;
-  readonly store: Pick<ActorStore, "entry" | "saveEntry" | "markHistory" | "keepOutcome"> &
+  readonly store: Pick<
+    ActorStore,
+    "entry" | "saveEntry" | "markHistory" | "keepOutcome" | "kvGet" | "kvSet"
+  > &
     SessionStateHost["store"];
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
@@ -264,7 +268,12 @@ async function finalize(
   const { req } = spec;
   const entry = a.store.entry();
   const usage = runUsage(progress.loop);
-  const post = outboundOf(req, outcome);
+  // A reached budget's notice: once per session and day.
+  const budget =
+    outcome.status === "budget_exceeded"
+      ? budgetNoticeDue(a.store, a.config.session.timezone, Date.now())
+      : undefined;
+  const post = budget?.due === false ? undefined : outboundOf(req, outcome);
   // `/usage tokens|full`: the delivered reply carries the footer, the transcript does not.
   const footer = post?.kind === "reply" ? usageFooter(entry?.usageMode, usage, entry?.model ?? null) : "";
   const out = post && footer ? { ...post, text: `${post.text}\n\n${footer}` } : post;
@@ -311,6 +320,7 @@ async function finalize(
   // how it went; a slower connector is not waited for.
   let delivery: DeliveryState = blocked ? "blocked" : "none";
   if (payload) {
+    budget?.mark();
     const first = await a.outbox.addAndAttempt(payload, FIRST_ATTEMPT_WAIT_MS);
     delivery = first?.status ?? "pending";
   }

@@ -76,7 +76,10 @@ function runSignal(runId: string, spec: QueuedRun, outcome: RunOutcome): Omit<Si
     at,
     summary: `a ${spec.req.trigger} run ended ${outcome.status}`,
     runId,
-    outcome: outcome.status === "queued" || outcome.status === "running" ? "error" : outcome.status,
+    outcome:
+      outcome.status === "queued" || outcome.status === "running" || outcome.status === "budget_exceeded"
+        ? "error"
+        : outcome.status,
   };
 }
 

@@ -6,7 +6,7 @@
  * `abort` and the run timeout reach it.
  */
 import { needsCompaction, outputBudget } from "../../agent/compaction";
-import { type AgentLoopResult, ProviderError, runAgentLoop } from "../../agent/loop";
+import { type AgentLoopResult, CallRefused, ProviderError, runAgentLoop } from "../../agent/loop";
 import { languageModelFor, ModelRefError, resolveModelRef } from "../../agent/models";
 import { priceOf } from "../../agent/pricing";
 import { providerOptionsFor } from "../../agent/thinking";
@@ -32,6 +32,7 @@ import { buildSystemPrompt } from "../context/system-prompt";
 import type { ActorRecords } from "../d1/records";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
+import { budgetGate } from "./budget";
 import { AbortRun, type LiveRun } from "./live";
 import type { QueuedRun, RunProgress } from "./queue";
 
@@ -256,6 +257,7 @@ export async function runTurn(
       model,
       modelRef: resolved.ref,
       price: priceOf(resolved.ref, resolved.spec.api, resolved.modelId, config.models.pricing),
+      beforeCall: await budgetGate(a, req, req.init.agentId, agent?.budget ?? defaults.budget),
       system,
       history: [...context.messages, ...inputs],
       tools,
@@ -294,6 +296,9 @@ export async function runTurn(
     }
     if (error instanceof ProviderError || error instanceof ModelRefError) {
       return { runId, status: "error", startedAt, endedAt, error: error.message };
+    }
+    if (error instanceof CallRefused) {
+      return { runId, status: "budget_exceeded", startedAt, endedAt, error: error.message };
     }
     // Infrastructure failures (D1 unavailable…) propagate: the alarm is retried and the run
     // resumes from its checkpoint instead of being recorded as failed.

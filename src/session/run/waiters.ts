@@ -9,7 +9,13 @@ import { within } from "../../time/waits";
 
 /** A finished run's outcome as a wait answers it. */
 export function waitResultOf(o: RunOutcome): WaitResult {
-  const status = o.status === "ok" || o.status === "error" || o.status === "aborted" ? o.status : "timeout";
+  // A run stopped by a budget failed to answer: `error`, with runStatus `budget_exceeded`.
+  const status =
+    o.status === "ok" || o.status === "error" || o.status === "aborted"
+      ? o.status
+      : o.status === "budget_exceeded"
+        ? "error"
+        : "timeout";
   const r: WaitResult = { runId: o.runId, status, runStatus: o.status };
   if (o.startedAt !== undefined) r.startedAt = o.startedAt;
   if (o.endedAt !== undefined) r.endedAt = o.endedAt;

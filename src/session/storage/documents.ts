@@ -183,7 +183,7 @@ const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
     sessionKey: str,
     sessionId: str,
     trigger: str,
-    status: z.enum(["queued", "running", "ok", "error", "aborted", "timeout"]),
+    status: z.enum(["queued", "running", "ok", "error", "aborted", "timeout", "budget_exceeded"]),
     createdAt: num,
     startedAt: num.nullable().optional(),
     deliver: z.boolean().optional(),

@@ -18,6 +18,11 @@
  *                                                          signal log's event (its
  *                                                          version the entry's
  *                                                          stateVersion)
+ *   refused     a model call would start past a budget     DO: checkpoint `outcome`      -
+ *               (run/budget.ts, agent/loop.ts              budget_exceeded, as `ended`;
+ *               beforeCall): not made, the turn ends       the notice's day (kv), in the
+ *               `budget_exceeded`                          step that hands it to the
+ *                                                          outbox
  *   steered     a message joins the running turn           DO: the `steer` kv, in the     (the run's finalize writes
  *               (session.queue.mode steer, /steer):        admission's step; taken into   them as its user messages)
  *               taken before its next model step            the checkpoint in one step

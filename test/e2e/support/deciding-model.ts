@@ -4,10 +4,9 @@
  * it, rather than from a script; a request matching `hangOn` hangs until released, so a test can
  * hold a turn (or kill the gateway) mid-flow.
  */
-import { once } from "node:events";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
+import type { IncomingMessage, ServerResponse } from "node:http";
 import { connectorConfig } from "./gateway.ts";
+import { readBody, serveJson, textOf } from "./http-fake.ts";
 
 export interface SeenRequest {
   system: string;
@@ -24,18 +23,6 @@ export interface DecidingModel {
   /** The next request matching `match` hangs until released; resolves when it arrived. */
   hangOn(match: (r: SeenRequest) => boolean): { started: Promise<SeenRequest>; release(): void };
   close(): Promise<void>;
-}
-
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? "").join("");
-  return "";
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 export const B_REPLY = "B says pong";
@@ -141,16 +128,9 @@ export async function startDecidingModel(decide: (r: SeenRequest) => Answer): Pr
     res.end(JSON.stringify(completion(decide(record), parsed.model, n)));
   };
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      if (res.headersSent) return;
-      res.writeHead(500, { "content-type": "application/json" });
-      res.end(JSON.stringify({ error: { message: `deciding model failed: ${String(error)}` } }));
-    });
-  });
-  const port = await listenOnLoopback(server);
+  const server = await serveJson("deciding model", handle);
   return {
-    baseUrl: `http://127.0.0.1:${port}/v1`,
+    baseUrl: `http://127.0.0.1:${server.port}/v1`,
     requests,
     hangOn(match) {
       let started!: (r: SeenRequest) => void;
@@ -167,9 +147,7 @@ export async function startDecidingModel(decide: (r: SeenRequest) => Answer): Pr
     },
     async close() {
       for (const r of releases) r();
-      server.close();
-      server.closeAllConnections();
-      await once(server, "close");
+      await server.close();
     },
   };
 }

@@ -13,6 +13,7 @@
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
+import { readBody } from "./http-fake.ts";
 
 export type AnthropicStep =
   | { text: string; thinking?: string; usage?: { input: number; output: number } }
@@ -63,12 +64,6 @@ export interface FakeAnthropic {
 
 const API_KEY = "sk-ant-e2e-key";
 export const FAKE_ANTHROPIC_KEY = API_KEY;
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
-}
 
 function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
   res.writeHead(status, { "content-type": "application/json", ...headers });

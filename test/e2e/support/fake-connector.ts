@@ -11,6 +11,7 @@ import "./workers-crypto.ts";
 import { once } from "node:events";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { SIGNATURE_HEADER, verifySignature } from "../../../src/auth/signature.ts";
+import { readBody } from "./http-fake.ts";
 
 /** The delivery body the gateway sends (SPEC §14). */
 export interface DeliveryBody {
@@ -66,12 +67,6 @@ export interface FakeConnector {
   /** Every error a hook threw, in order. */
   hookErrors: Array<{ attempt: DeliveryAttempt; error: unknown }>;
   close(): Promise<void>;
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 function matches(body: DeliveryBody | undefined, match: Partial<DeliveryBody>): boolean {

@@ -10,9 +10,8 @@
  * the system prompt of reasoning models as a `developer` message.
  */
 
-import { once } from "node:events";
-import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { readBody, serveJson, textOf } from "./http-fake.ts";
 
 export interface Usage {
   prompt: number;
@@ -82,18 +81,6 @@ interface Deferred {
   started: (r: ModelRequest) => void;
   released: Promise<ModelStep | undefined>;
   release: (step?: ModelStep) => void;
-}
-
-function textOf(content: unknown): string {
-  if (typeof content === "string") return content;
-  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? "").join("");
-  return "";
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 function completion(step: Exclude<ModelStep, { status: number }>, model: string, n: number) {
@@ -218,17 +205,10 @@ export async function startFakeModel(): Promise<FakeModel> {
     answer(res, record, next?.step ?? fallback);
   };
 
-  const server = createServer((req, res) => {
-    handle(req, res).catch((error: unknown) => {
-      if (res.headersSent) return;
-      res.writeHead(500, { "content-type": "application/json" });
-      res.end(JSON.stringify({ error: { message: `fake model failed: ${String(error)}` } }));
-    });
-  });
-  const port = await listenOnLoopback(server);
+  const server = await serveJson("fake model", handle);
 
   return {
-    baseUrl: `http://127.0.0.1:${port}/v1`,
+    baseUrl: `http://127.0.0.1:${server.port}/v1`,
     requests,
     push(...steps) {
       script.push(...steps.map((step) => ({ step })));
@@ -262,9 +242,7 @@ export async function startFakeModel(): Promise<FakeModel> {
     },
     async close() {
       for (const d of openHangs) d.release();
-      server.close();
-      server.closeAllConnections();
-      await once(server, "close");
+      await server.close();
     },
   };
 }

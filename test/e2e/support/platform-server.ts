@@ -3,20 +3,15 @@
  * each under its own base URL, for the gateway's `apiBaseUrl`s under `wrangler dev`.
  */
 import { once } from "node:events";
-import { createServer, type IncomingMessage } from "node:http";
+import { createServer } from "node:http";
 import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
 import type { FakePlatform } from "../../support/platform-fakes.ts";
+import { readBody } from "./http-fake.ts";
 
 export interface PlatformServer {
   /** The base URL of a fake mounted at `prefix` (e.g. `/telegram`). */
   base(prefix: string): string;
   close(): Promise<void>;
-}
-
-async function readBody(req: IncomingMessage): Promise<string> {
-  const chunks: Buffer[] = [];
-  for await (const chunk of req) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString("utf8");
 }
 
 export async function startPlatformServer(fakes: Record<string, FakePlatform>): Promise<PlatformServer> {

@@ -1,0 +1,44 @@
+/**
+ * What the fakes on 127.0.0.1 share (models, connectors, platforms): a request's body, a chat
+ * message's text, and a JSON server whose handler's failure answers 500 naming the fake, which
+ * closes at once (open connections too).
+ */
+import { once } from "node:events";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
+
+export async function readBody(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString("utf8");
+}
+
+/** A chat message's text: a string, or its parts' texts joined. */
+export function textOf(content: unknown): string {
+  if (typeof content === "string") return content;
+  if (Array.isArray(content)) return content.map((p: { text?: string }) => p.text ?? "").join("");
+  return "";
+}
+
+/** `handle` served on 127.0.0.1; a failure it throws is a 500 `{ error: { message } }` naming `name`. */
+export async function serveJson(
+  name: string,
+  handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>,
+): Promise<{ port: number; close(): Promise<void> }> {
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      if (res.headersSent) return;
+      res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { message: `${name} failed: ${String(error)}` } }));
+    });
+  });
+  const port = await listenOnLoopback(server);
+  return {
+    port,
+    async close() {
+      server.close();
+      server.closeAllConnections();
+      await once(server, "close");
+    },
+  };
+}

@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { connectorConfig } from "./gateway.ts";
-import { readBody, serveJson, textOf } from "./http-fake.ts";
+import { chatCompletion, readBody, serveJson, textOf } from "./http-fake.ts";
 
 export interface SeenRequest {
   system: string;
@@ -54,34 +54,14 @@ export function decideSessionTools(r: SeenRequest): Answer {
 }
 
 function completion(answer: Answer, model: string, n: number) {
-  const toolCalls =
-    "tool" in answer
-      ? [
-          {
-            id: `call_${n}`,
-            type: "function",
-            function: { name: answer.tool, arguments: JSON.stringify(answer.args) },
-          },
-        ]
-      : undefined;
-  return {
+  return chatCompletion({
     id: `chatcmpl-deciding-${n}`,
-    object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
     model,
-    choices: [
-      {
-        index: 0,
-        message: {
-          role: "assistant",
-          content: "text" in answer ? answer.text : null,
-          ...(toolCalls ? { tool_calls: toolCalls } : {}),
-        },
-        finish_reason: toolCalls ? "tool_calls" : "stop",
-      },
-    ],
-    usage: { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 },
-  };
+    text: "text" in answer ? answer.text : null,
+    toolCalls:
+      "tool" in answer ? [{ id: `call_${n}`, name: answer.tool, arguments: answer.args }] : undefined,
+    usage: { prompt: 100, completion: 20 },
+  });
 }
 
 export async function startDecidingModel(decide: (r: SeenRequest) => Answer): Promise<DecidingModel> {

@@ -11,7 +11,7 @@
  */
 
 import type { IncomingMessage, ServerResponse } from "node:http";
-import { readBody, serveJson, textOf } from "./http-fake.ts";
+import { chatCompletion, readBody, serveJson, textOf } from "./http-fake.ts";
 
 export interface Usage {
   prompt: number;
@@ -84,34 +84,20 @@ interface Deferred {
 }
 
 function completion(step: Exclude<ModelStep, { status: number }>, model: string, n: number) {
-  const usage = step.usage ?? DEFAULT_USAGE;
-  const toolCalls =
-    "toolCalls" in step
-      ? step.toolCalls.map((c, i) => ({
-          id: c.id ?? `call_${n}_${i}`,
-          type: "function",
-          function: { name: c.name, arguments: JSON.stringify(c.arguments ?? {}) },
-        }))
-      : undefined;
-  const text = "toolCalls" in step ? (step.text ?? null) : step.text;
-  return {
+  return chatCompletion({
     id: `chatcmpl-fake-${n}`,
-    object: "chat.completion",
-    created: Math.floor(Date.now() / 1000),
     model,
-    choices: [
-      {
-        index: 0,
-        message: { role: "assistant", content: text, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
-        finish_reason: toolCalls ? "tool_calls" : "stop",
-      },
-    ],
-    usage: {
-      prompt_tokens: usage.prompt,
-      completion_tokens: usage.completion,
-      total_tokens: usage.prompt + usage.completion,
-    },
-  };
+    text: "toolCalls" in step ? (step.text ?? null) : step.text,
+    toolCalls:
+      "toolCalls" in step
+        ? step.toolCalls.map((c, i) => ({
+            id: c.id ?? `call_${n}_${i}`,
+            name: c.name,
+            arguments: c.arguments,
+          }))
+        : undefined,
+    usage: step.usage ?? DEFAULT_USAGE,
+  });
 }
 
 /** The same answer as chat.completion.chunk server-sent events (for `stream: true`). */

@@ -42,3 +42,36 @@ export async function serveJson(
     },
   };
 }
+
+/** An OpenAI chat completion answering `text` or calling tools (`finish_reason` follows). */
+export function chatCompletion(c: {
+  id: string;
+  model: string;
+  text: string | null;
+  toolCalls?: Array<{ id: string; name: string; arguments: unknown }> | undefined;
+  usage: { prompt: number; completion: number };
+}) {
+  const toolCalls = c.toolCalls?.map((t) => ({
+    id: t.id,
+    type: "function",
+    function: { name: t.name, arguments: JSON.stringify(t.arguments ?? {}) },
+  }));
+  return {
+    id: c.id,
+    object: "chat.completion",
+    created: Math.floor(Date.now() / 1000),
+    model: c.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: c.text, ...(toolCalls ? { tool_calls: toolCalls } : {}) },
+        finish_reason: toolCalls ? "tool_calls" : "stop",
+      },
+    ],
+    usage: {
+      prompt_tokens: c.usage.prompt,
+      completion_tokens: c.usage.completion,
+      total_tokens: c.usage.prompt + c.usage.completion,
+    },
+  };
+}

@@ -75,7 +75,10 @@ function workersProject(
         },
       }),
     ],
-    test: { name, include, setupFiles: ["./test/integration/apply-migrations.ts"] },
+    // The timeout guards against a hang, it measures nothing: a file's tests take a few hundred
+    // milliseconds each here, and a CI box busy starting two gateways can stall workerd for
+    // seconds, so vitest's 5 s would fail a test that is only waiting for a core.
+    test: { name, include, setupFiles: ["./test/integration/apply-migrations.ts"], testTimeout: 30_000 },
   };
 }
 

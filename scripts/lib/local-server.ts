@@ -298,8 +298,13 @@ async function groupGone(pgid: number): Promise<void> {
   }
 }
 
+/**
+ * Starts `wrangler dev` and waits until it answers. A free port is only free until someone binds
+ * it: when another process (a parallel test's gateway or fake) took the port or the inspector's
+ * between `freePort` and wrangler's bind, wrangler exits "Address already in use", and the start
+ * is tried again on new ports, up to three times.
+ */
 export async function startLocalServer(opts: LocalServerOptions = {}): Promise<LocalServer> {
-  const port = opts.port ?? (await freePort());
   const persistTo = opts.persistTo ?? mkdtempSync(path.join(tmpdir(), "switchboard-"));
   const wranglerConfig = configWithD1(opts.wranglerConfig, opts.d1);
   // A fresh directory starts as a copy of the migrated databases (the migrations below then
@@ -317,6 +322,22 @@ export async function startLocalServer(opts: LocalServerOptions = {}): Promise<L
     const lines = Object.entries(opts.vars ?? {}).map(([k, v]) => `${k}=${JSON.stringify(v)}`);
     writeFileSync(envFile, `${lines.join("\n")}\n`);
   }
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await spawnWrangler(opts, persistTo, envFile, wranglerConfig);
+    } catch (error) {
+      if (attempt >= 3 || !String(error).includes("Address already in use")) throw error;
+    }
+  }
+}
+
+async function spawnWrangler(
+  opts: LocalServerOptions,
+  persistTo: string,
+  envFile: string,
+  wranglerConfig: string | undefined,
+): Promise<LocalServer> {
+  const port = opts.port ?? (await freePort());
   const inspectorPort = await freePort();
   const args = [
     "dev",

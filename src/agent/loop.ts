@@ -28,6 +28,7 @@ import {
   boundedArguments,
   boundedText,
   type ContentPart,
+  type TimelineSpan,
   type TranscriptMessage,
   textOf,
   type Usage,
@@ -60,6 +61,27 @@ export interface RunCheckpoint {
   costUsd?: number;
   /** Reasoning returned with tool calls, by the id of the first call of its step. */
   reasoning?: Record<string, ReasoningPart[]>;
+  /** Its model and tool spans (SPEC §21 run timeline), the first MAX_TIMELINE_SPANS of them. */
+  timeline?: TimelineSpan[];
+}
+
+/** A run's timeline keeps this many spans: a bounded row, and more than `maxSteps` allows in practice. */
+export const MAX_TIMELINE_SPANS = 200;
+
+function addSpan(cp: RunCheckpoint, span: TimelineSpan): void {
+  cp.timeline ??= [];
+  if (cp.timeline.length < MAX_TIMELINE_SPANS) cp.timeline.push(span);
+}
+
+/** A model call as it ended, for an observer (the Analytics Engine's data points, SPEC §21). */
+export interface ModelCallReport {
+  model: string;
+  startedAt: number;
+  ms: number;
+  outcome: "ok" | "error" | "aborted";
+  tokens: CallTokens;
+  /** US dollars; null when the model has no price. */
+  costUsd: number | null;
 }
 
 /** A call's tokens as the AI SDK reports them; a provider that reports none counts 0. */
@@ -104,6 +126,8 @@ export interface AgentLoopInput {
   price?: Price | undefined;
   /** Asked before every model call with the checkpoint so far: a reason refuses the call. */
   beforeCall?: ((checkpoint: RunCheckpoint) => string | undefined) | undefined;
+  /** Told of every model call made, as it ends (never throws into the loop). */
+  onModelCall?: ((call: ModelCallReport) => void) | undefined;
   system: string;
   /** Prior transcript plus this run's input messages. */
   history: TranscriptMessage[];
@@ -267,6 +291,26 @@ async function runTool(
   }
 }
 
+const NO_TOKENS: CallTokens = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
+
+/** A model call ended: its span in the checkpoint, and the observer told. */
+function modelCallEnded(
+  input: AgentLoopInput,
+  cp: RunCheckpoint,
+  startedAt: number,
+  outcome: ModelCallReport["outcome"],
+  tokens: CallTokens,
+  costUsd: number | null,
+): void {
+  const ms = Date.now() - startedAt;
+  addSpan(cp, { phase: "model", name: input.modelRef, startedAt, ms, outcome });
+  try {
+    input.onModelCall?.({ model: input.modelRef, startedAt, ms, outcome, tokens, costUsd });
+  } catch (error) {
+    console.error("model call observer threw:", error);
+  }
+}
+
 export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResult> {
   const cp = input.checkpoint;
   const tools = toolSet(input.tools);
@@ -277,9 +321,18 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
       for (const call of pending.calls) {
         input.signal.throwIfAborted();
         // A steering message arrived: the calls not started yet give way to it.
-        const result = input.steering?.waiting()
+        const skipped = input.steering?.waiting() ?? false;
+        const startedAt = Date.now();
+        const result = skipped
           ? { text: SKIPPED_FOR_STEER, isError: false }
           : await runTool(call, pending.calledAt, input);
+        addSpan(cp, {
+          phase: "tool",
+          name: call.name,
+          startedAt,
+          ms: Date.now() - startedAt,
+          outcome: skipped ? "skipped" : result.isError ? "error" : "ok",
+        });
         const message: TranscriptMessage = {
           id: `${input.runId}:s${cp.step}:t:${call.id}`,
           role: "toolResult",
@@ -316,8 +369,18 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     }
 
     // A call that may not be made (a budget reached) ends the turn before it is made.
+    const callStartedAt = Date.now();
     const refused = input.beforeCall?.(cp);
-    if (refused) throw new CallRefused(refused);
+    if (refused) {
+      addSpan(cp, {
+        phase: "model",
+        name: input.modelRef,
+        startedAt: callStartedAt,
+        ms: 0,
+        outcome: "refused",
+      });
+      throw new CallRefused(refused);
+    }
     const messages = withReasoning(
       toModelMessages([...input.history, ...cp.produced], input.keepToolResults),
       cp.reasoning,
@@ -337,6 +400,8 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
         }),
       );
     } catch (error) {
+      const outcome = input.signal.aborted ? "aborted" : "error";
+      modelCallEnded(input, cp, callStartedAt, outcome, NO_TOKENS, null);
       if (input.signal.aborted) throw input.signal.reason;
       throw new ProviderError(describeProviderError(error));
     }
@@ -361,6 +426,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     const inTokens = tokens.inputTokens;
     const outTokens = tokens.outputTokens;
     const cost = costOf(tokens, input.price);
+    modelCallEnded(input, cp, callStartedAt, "ok", tokens, cost);
     const message: TranscriptMessage = {
       id: `${input.runId}:s${cp.step}:a`,
       role: "assistant",

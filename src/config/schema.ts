@@ -13,7 +13,7 @@ import { ConnectorSchema } from "./connectors";
 import { CronSchedule, Id, intBetween, NonEmpty, PositiveInt, TimeZone } from "./fields";
 import { ModelsSchema } from "./models";
 import { SessionSchema } from "./session";
-import { StorageSchema } from "./storage";
+import { BindingName, StorageSchema } from "./storage";
 
 // ─── hooks ───────────────────────────────────────────────────────────────────────────────────
 
@@ -100,6 +100,12 @@ export const ConfigSchema = z
     cron: CronSchema.prefault({}),
     delivery: DeliverySchema.prefault({}),
     storage: StorageSchema.prefault({}),
+    observability: z
+      .strictObject({
+        /** SPEC §21: the Workers Analytics Engine binding usage data points go to; none: nowhere. */
+        analyticsEngine: BindingName.optional(),
+      })
+      .prefault({}),
   })
   .superRefine((config, ctx) => {
     // A job delivering to a channel with no connector would only ever produce dead deliveries.

@@ -5,7 +5,7 @@
 import { z } from "zod";
 
 /** A D1 binding's name, as wrangler.toml's `[[d1_databases]] binding` spells it. */
-const BindingName = z
+export const BindingName = z
   .string()
   .regex(
     /^[A-Za-z_][A-Za-z0-9_]*$/,

@@ -8,7 +8,7 @@
  */
 import { customType } from "drizzle-orm/sqlite-core";
 import { z } from "zod";
-import type { ContentPart, Provenance, Usage } from "../transcript/message";
+import type { ContentPart, Provenance, TimelineSpan, Usage } from "../transcript/message";
 
 const str = z.string();
 const num = z.number();
@@ -81,6 +81,16 @@ export const UsageSchema: z.ZodType<Usage> = z.looseObject({
   unpricedCalls: num.optional(),
   costUsd: num.nullable().optional(),
 });
+
+export const TimelineSchema: z.ZodType<TimelineSpan[]> = z.array(
+  z.looseObject({
+    phase: z.enum(["queued", "model", "tool", "delivery"]),
+    name: str.optional(),
+    startedAt: num,
+    ms: num,
+    outcome: str.optional(),
+  }),
+);
 
 export const TaskRunSchema: z.ZodType<TaskRun> = z.looseObject({
   at: num,

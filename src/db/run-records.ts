@@ -97,7 +97,7 @@ export function runRecordsStatement(db: D1Database, rows: ReadonlyArray<typeof s
          "status" = case when ${ENDED} or ${STARTS} then excluded."status" else "runs"."status" end,
          "started_at" = case when ${ENDED} then coalesce(excluded."started_at", "runs"."started_at")
            when ${STARTS} then excluded."started_at" else "runs"."started_at" end,
-         ${["ended_at", "error", "reply", "usage", "model", "delivered"].map(ifEnded).join(", ")}`,
+         ${["ended_at", "error", "reply", "usage", "model", "delivered", "timeline"].map(ifEnded).join(", ")}`,
     ),
   );
 }

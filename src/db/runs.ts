@@ -148,6 +148,24 @@ export async function getRunByIdempotencyKey(env: Env, key: string): Promise<Run
 // ---------------------------------------------------------------------------------------------
 // Deliveries
 
+/** The deliveries of a run's own reply, notice or announcement (its timeline's delivery spans). */
+export async function deliveriesOfRun(
+  env: Env,
+  run: { runId: string; sessionKey: string },
+): Promise<DeliveryRow[]> {
+  const d = schema.deliveries;
+  return database(databaseOfKey(env, run.sessionKey))
+    .select()
+    .from(d)
+    .where(
+      inArray(
+        d.deliveryId,
+        RUN_DELIVERY_KINDS.map((kind) => `${run.runId}:${kind}`),
+      ),
+    )
+    .all();
+}
+
 export async function getDelivery(env: Env, deliveryId: string): Promise<DeliveryRow | undefined> {
   return firstOf(env, (db) =>
     database(db).select().from(schema.deliveries).where(eq(schema.deliveries.deliveryId, deliveryId)).get(),

@@ -16,6 +16,7 @@ import {
   OriginSchema,
   ProvenanceSchema,
   TaskRunSchema,
+  TimelineSchema,
   UsageSchema,
 } from "./json-columns";
 
@@ -151,6 +152,8 @@ export const runs = sqliteTable(
     deliver: integer("deliver", { mode: "boolean" }).notNull().default(false),
     delivered: integer("delivered", { mode: "boolean" }),
     idempotencyKey: text("idempotency_key"),
+    /** Its model and tool spans (SPEC §21), as the agent loop recorded them; runs.get adds the rest. */
+    timeline: json("timeline", TimelineSchema),
   },
   (t) => [
     uniqueIndex("runs_idempotency").on(t.idempotencyKey).where(sql`${t.idempotencyKey} IS NOT NULL`),

@@ -159,6 +159,7 @@ const EMPTY_RUN = {
   error: null,
   reply: null,
   usage: null,
+  timeline: null,
   model: null,
   deliver: false,
   delivered: null,

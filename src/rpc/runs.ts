@@ -6,7 +6,7 @@
 import { z } from "zod";
 import { findSession, getSession, type SessionRow } from "../db/queries";
 import { listDeadRecords } from "../db/run-records";
-import { getDelivery, listDeliveries, listRuns, withDeliveryOutcomes } from "../db/runs";
+import { deliveriesOfRun, getDelivery, listDeliveries, listRuns, withDeliveryOutcomes } from "../db/runs";
 import { payloadOf } from "../delivery/rows";
 import { ApiError } from "../http/errors";
 import { defaultAgentId } from "../keys/agent-binding";
@@ -15,6 +15,7 @@ import { normalizeAgentId } from "../keys/ids";
 import { agentMainKey, isReservedKey } from "../keys/session-key";
 import type { WaitResult } from "../runs/types";
 import { actorFor } from "../session/client";
+import { runTimeline } from "../views/run-timeline";
 import { decodeCursor, encodeCursor } from "../views/session";
 import { clampInt } from "../views/session-page";
 import { canonicalKey, Key, type Method, method, requireSession, withoutNulls } from "./method";
@@ -127,7 +128,13 @@ export const RUN_METHODS: Record<string, Method> = {
     if (!run) throw new ApiError("NOT_FOUND", `run not found: ${p.runId}`);
     // SPEC §21: what its priced calls cost; null (kept) when its calls had no price.
     const usage = run.usage;
-    return { ...withoutNulls(run), ...(usage ? { costUsd: usage.costUsd ?? null } : {}) };
+    // SPEC §21: where its time went; a run that ended has its deliveries' rows to add.
+    const deliveries = run.deliver && run.endedAt !== null ? await deliveriesOfRun(env, run) : [];
+    return {
+      ...withoutNulls(run),
+      ...(usage ? { costUsd: usage.costUsd ?? null } : {}),
+      timeline: runTimeline(run, deliveries, Date.now()),
+    };
   }),
 
   "runs.list": method(
@@ -155,7 +162,9 @@ export const RUN_METHODS: Record<string, Method> = {
           ),
         (r) => r.runId,
       );
-      return { runs: page.rows, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
+      // A listing leaves the timeline to runs.get.
+      const runs = page.rows.map(({ timeline: _timeline, ...run }) => run);
+      return { runs, ...(page.nextCursor ? { nextCursor: page.nextCursor } : {}) };
     },
   ),
 

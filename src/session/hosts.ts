@@ -15,6 +15,7 @@ import type { ActorRecords } from "./d1/records";
 import type { EntryHost } from "./entry/changes";
 import { continueFlows, type FlowHost } from "./flows/handoff";
 import { type AdmissionHost, admit } from "./run/admission";
+import { usageEvents } from "./run/analytics";
 import type { LifecycleHost } from "./run/lifecycle";
 import type { LiveRun } from "./run/live";
 import type { RunQueue } from "./run/queue";
@@ -104,6 +105,9 @@ export function actorHosts(p: ActorParts): ActorHosts {
       outbox,
       waiters,
       schedule,
+      get analytics() {
+        return usageEvents(p.env(), p.config());
+      },
       turn: (spec, runId, progress, steps) => runTurn(turn, spec, runId, progress, steps),
       noticeTools: (spec, runId, produced, appended) =>
         noticeToolActivity(turn, spec, runId, produced, appended),

@@ -29,6 +29,20 @@ export interface Usage {
   costUsd?: number | null;
 }
 
+/**
+ * One span of a run's timeline (SPEC §21 `runs.get`): where the run's time went. `queued` and
+ * `delivery` come from the run's and its delivery's rows; the agent loop records `model` (name:
+ * the model; outcome ok, error, aborted or refused) and `tool` (name: the tool; outcome ok,
+ * error or skipped) spans in its checkpoint, so a resumed run keeps the spans before the crash.
+ */
+export interface TimelineSpan {
+  phase: "queued" | "model" | "tool" | "delivery";
+  name?: string;
+  startedAt: number;
+  ms: number;
+  outcome?: string;
+}
+
 export interface TranscriptMessage {
   /** Deterministic id (`<runId>:<step…>`): appends are idempotent by it. */
   id: string;

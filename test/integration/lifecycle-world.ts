@@ -43,6 +43,8 @@ export function world() {
     requests: [] as Array<Array<{ role: string; text: string }>>,
     connectorAttempts: 0,
     holdModel: false,
+    /** Holds the model call of this index (0-based, in `requests`) like `holdModel`, while true. */
+    holdCall: undefined as ((n: number) => boolean) | undefined,
     holdConnector: false,
     connectorStatus: 200,
     /** The tool call the model makes (if any) before it answers the user text it is given. */
@@ -83,10 +85,10 @@ export function world() {
     const sent = messages
       .filter((m) => m.role !== "system")
       .map((m) => ({ role: m.role, text: textOf(m.content) }));
-    w.requests.push(sent);
+    const n = w.requests.push(sent) - 1;
     const born = w.epoch;
     await until(
-      () => !w.holdModel,
+      () => !w.holdModel && !w.holdCall?.(n),
       signal,
       () => w.epoch === born,
     );
@@ -128,6 +130,7 @@ export async function crash(w: World): Promise<void> {
   w.epoch++;
   await abortAllDurableObjects();
   w.holdModel = false;
+  w.holdCall = undefined;
   w.holdConnector = false;
 }
 
@@ -337,7 +340,9 @@ export async function heldTurn(w: World, id: string, text: string, tool?: string
   const before = w.requests.length;
   w.holdModel = true;
   const ack = await send(id, text);
-  await eventually(async () => w.requests.length === before + 1);
+  // This turn's call, found by its text: an actor of an earlier test may still be calling the
+  // model (the fetch spy is global), so the count alone says nothing.
+  await eventually(async () => w.requests.slice(before).some((r) => r.at(-1)?.text === text));
   return ack;
 }
 

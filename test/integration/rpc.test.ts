@@ -1403,6 +1403,17 @@ describe("agent.wait and runs.get", () => {
       // The echo model is priced, at nothing.
       costUsd: 0,
       deliver: false,
+      // SPEC §21: its time in the queue and its one model call.
+      timeline: [
+        { phase: "queued", startedAt: expect.any(Number), ms: expect.any(Number) },
+        {
+          phase: "model",
+          name: "echo/echo",
+          startedAt: expect.any(Number),
+          ms: expect.any(Number),
+          outcome: "ok",
+        },
+      ],
     });
     const usage = run.payload.usage as { inputTokens: number; outputTokens: number; totalTokens: number };
     expect(usage.inputTokens).toBeGreaterThan(0);

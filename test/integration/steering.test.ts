@@ -65,6 +65,16 @@ describe("steer", () => {
       "user:third",
     ]);
     expect(repliesTo(w, first.runId).map((d) => d.body.text)).toEqual(["re: second | third"]);
+    // The skipped call is a span of the run's timeline (SPEC §21).
+    const run = await rpc<{ timeline: Array<{ phase: string; name?: string; outcome?: string }> }>(
+      "runs.get",
+      {
+        runId: first.runId,
+      },
+    );
+    expect(run.payload.timeline.filter((s) => s.phase === "tool")).toMatchObject([
+      { name: "current_time", outcome: "skipped" },
+    ]);
   });
 
   it("runs a message that came after the last step as a follow-up, which answers that message", async () => {

@@ -87,7 +87,10 @@ describe("usage and cost", () => {
     expect((await listed(key))?.costUsd).toBeCloseTo(3 * CALL_USD, 12);
     // /status shows it (its notice is delivered to the group).
     await sayInGroup(id, "/status");
-    const status = world.delivered.at(-1)?.body.text as string;
+    // A command's notice is delivered after its ack.
+    const status = await eventually(async () =>
+      world.delivered.map((d) => d.body.text as string).find((t) => t.includes("Cost:")),
+    );
     expect(status).toContain("Cost: $0.06 this session");
 
     // A reset starts the session's cost again: the new session's greeting turn is one call.

@@ -67,6 +67,7 @@ const DEFAULTS: Config = {
   cron: { jobs: [] },
   delivery: { maxAttempts: 8, baseDelayMs: 1000, maxDelayMs: 600_000 },
   storage: { d1: ["DB"] },
+  observability: {},
 };
 
 const SPEC_EXAMPLE = `{
@@ -224,7 +225,7 @@ describe("storage", () => {
 describe("config errors", () => {
   it("names unknown keys at every depth with the allowed keys", () => {
     expect(problemsOf("{ sesion: {} }")).toEqual([
-      "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery, storage)",
+      "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery, storage, observability)",
     ]);
     expect(problemsOf("{ session: { bogusKey: 1 } }")).toEqual([
       "config.session.bogusKey: unknown key (allowed: scope, dmScope, mainKey, timezone, identityLinks, caseSensitiveChannels, reset, idleMinutes, resetByType, resetByChannel, resetTriggers, sendPolicy, agentToAgent, queue, retention, writeBehind, store)",

@@ -12,7 +12,8 @@
  *   started     the queue head is attempted                DO: checkpoint (running),     - (written through when
  *                                                          `starts` counted              session.writeBehind is off)
  *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  - (the step's messages ride
- *                                                          row                           on the finalize)
+ *               (with its timeline span, SPEC §21)         row                           on the finalize, the spans
+ *                                                                                        on the run's row)
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
  *                                                          entry's usage accounted, the
  *                                                          signal log's event (its
@@ -53,9 +54,9 @@
  *               FIRST_ATTEMPT_WAIT_MS)
  *   continued   the flow's next step is handed on          the next step's own queue     (the next run's accept)
  *               (exchange round, announce, announcement)   (ids derive from the flow)
- *   done        the run leaves the queue                   DO: queue row removed with    -
- *                                                          its `finished` outcome, in
- *                                                          one synchronous step
+ *   done        the run leaves the queue                   DO: queue row removed with    - (its Analytics Engine
+ *                                                          its `finished` outcome, in    point, when configured,
+ *                                                          one synchronous step          after this step: once)
  *   delivered   the outbox's attempts settle (after done,  DO: the outcome on the        -
  *               in the background; see delivery/outbox.ts) outbox row
  *   recorded    a D1 write of the session carries the      DO: outbox row removed        the delivery's row with its
@@ -85,6 +86,7 @@ import { usageFooter } from "../chat/usage";
 import type { ActorRecords } from "../d1/records";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
+import { type UsageEvents, usageSubject } from "./analytics";
 import { budgetNoticeDue } from "./budget";
 import {
   MAX_RUN_ATTEMPTS,
@@ -129,6 +131,8 @@ export interface LifecycleHost extends SessionStateHost {
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
   readonly waiters: Pick<RunWaiters, "notify">;
+  /** Where a run's end is reported as a usage data point (SPEC §21 Analytics Engine). */
+  readonly analytics: UsageEvents;
   turn(spec: QueuedRun, runId: string, progress: RunProgress, steps: TurnSteps): Promise<RunOutcome>;
   noticeTools(
     spec: QueuedRun,
@@ -306,6 +310,7 @@ async function finalize(
       reply: outcome.reply ?? null,
       model: entry?.model ?? null,
       usage,
+      timeline: progress.loop.timeline ?? null,
       // false: blocked by send policy; null: the delivery's own row says (runs.get reads it).
       delivered: blocked ? false : null,
     },
@@ -314,8 +319,7 @@ async function finalize(
       runId: row.run_id,
       day: localDay(outcome.endedAt ?? Date.now(), a.config.session.timezone),
       sessionKey: req.sessionKey,
-      agentId: entry?.agentId ?? req.init.agentId,
-      channel: entry?.channel ?? entry?.lastChannel ?? null,
+      ...usageSubject(entry, req.init.agentId),
       model: entry?.model ?? null,
       usage,
     },
@@ -336,6 +340,13 @@ async function finalize(
   a.queue.remove(row);
   a.store.keepOutcome(finished, Date.now());
   a.waiters.notify(finished);
+  // After the step that leaves the queue, so a finalize made again after a restart reports once.
+  a.analytics.runEnded(usageSubject(entry, req.init.agentId), {
+    status: outcome.status,
+    model: entry?.model ?? null,
+    ms: (outcome.endedAt ?? Date.now()) - (outcome.startedAt ?? row.enqueued_at),
+    usage,
+  });
   // The announcement is recorded in the requester: the child can go.
   return req.spawn?.phase === "announce" && req.spawn.cleanup === "delete" ? "remove-session" : undefined;
 }

@@ -12,7 +12,9 @@ export function queuedRunRecord(row: QueueRow): RunRecord {
   const spec = specOf(row);
   const progress = progressOf(row);
   const run = runRecordOf(row.run_id, spec, row.enqueued_at);
-  return progress ? { ...run, status: "running", startedAt: progress.startedAt } : run;
+  return progress
+    ? { ...run, status: "running", startedAt: progress.startedAt, timeline: progress.loop.timeline ?? null }
+    : run;
 }
 
 /** The run's row as its accept wrote it (`createdAt`: when it was queued). */

@@ -32,6 +32,7 @@ import { buildSystemPrompt } from "../context/system-prompt";
 import type { ActorRecords } from "../d1/records";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
+import { usageEvents, usageSubject } from "./analytics";
 import { budgetGate } from "./budget";
 import { AbortRun, type LiveRun } from "./live";
 import type { QueuedRun, RunProgress } from "./queue";
@@ -251,6 +252,7 @@ export async function runTurn(
       }
     }
     const system = systemWith(context.summary?.text);
+    const events = usageEvents(a.env, config);
     const promptTokens = windowUse(system, tools, context, inputs).tokens;
     const result: AgentLoopResult = await runAgentLoop({
       runId,
@@ -258,6 +260,7 @@ export async function runTurn(
       modelRef: resolved.ref,
       price: priceOf(resolved.ref, resolved.spec.api, resolved.modelId, config.models.pricing),
       beforeCall: await budgetGate(a, req, req.init.agentId, agent?.budget ?? defaults.budget),
+      onModelCall: (call) => events.modelCall(usageSubject(entry, req.init.agentId), call),
       system,
       history: [...context.messages, ...inputs],
       tools,

@@ -194,6 +194,7 @@ const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({
     reply: str.nullable().optional(),
     model: str.nullable().optional(),
     usage: z.unknown().optional(),
+    timeline: z.unknown().optional(),
     delivered: z.boolean().nullable().optional(),
   }) as unknown as z.ZodType<DeferredRecord["run"]>,
   starting: z.array(TranscriptMessageSchema).optional(),

@@ -8,6 +8,7 @@ export const UI_PAGES = [
   "/ui/search?q=hello",
   "/ui/session?key=agent:main:main",
   "/ui/runs",
+  "/ui/usage",
   "/ui/deliveries",
   "/ui/jobs",
   "/ui/pairing",

@@ -14,7 +14,8 @@ export interface UsageRow {
   outputTokens: number;
   cacheReadTokens: number;
   cacheWriteTokens: number;
-  costUsd: number;
+  /** Null when every model call was unpriced. */
+  costUsd: number | null;
   unpricedCalls: number;
 }
 
@@ -41,7 +42,7 @@ function dayOption(value: string): string {
   return value;
 }
 
-const usd = (n: number) => `$${n.toFixed(n !== 0 && Math.abs(n) < 0.01 ? 4 : 2)}`;
+const usd = (n: number | null) => (n === null ? "—" : `$${n.toFixed(n !== 0 && Math.abs(n) < 0.01 ? 4 : 2)}`);
 const count = (n: number) => n.toLocaleString("en-US");
 
 export function usageTable(answer: UsageAnswer): string {
@@ -64,7 +65,9 @@ export function usageTable(answer: UsageAnswer): string {
   if (answer.more)
     lines.push(`(${answer.more} more ${answer.groupBy} rows in the total; --limit to see them)`);
   if (answer.total.unpricedCalls > 0)
-    lines.push("unpriced calls cost nothing here: give their models a price in models.pricing");
+    lines.push(
+      "unpriced calls are not in COST (— when none was priced): give their models a price in models.pricing",
+    );
   return lines.join("\n");
 }
 

@@ -4,13 +4,20 @@
  * `session.timezone` (default: the last 30 days, today included), with its total.
  */
 import { z } from "zod";
-import { summarizeUsage, usageTotal } from "../db/usage";
+import { summarizeUsage, type UsageRow, usageTotal } from "../db/usage";
 import { ApiError } from "../http/errors";
 import { localDay } from "../time/zones";
 import { Key, type Method, method } from "./method";
 
 const Day = z.string().regex(/^\d{4}-\d\d-\d\d$/, { error: "must be a day, YYYY-MM-DD" });
 const DAY_MS = 86_400_000;
+
+/** SPEC §21: figures whose every model call was unpriced cost null, never 0. */
+function withUnknownCost<R extends Omit<UsageRow, "group">>(
+  r: R,
+): Omit<R, "costUsd"> & { costUsd: number | null } {
+  return r.modelCalls > 0 && r.unpricedCalls >= r.modelCalls ? { ...r, costUsd: null } : r;
+}
 
 /** `day` moved by `days` (calendar days; pure). */
 function addDays(day: string, days: number): string {
@@ -42,9 +49,9 @@ export const USAGE_METHODS: Record<string, Method> = {
         to,
         groupBy: p.groupBy,
         timezone: config.session.timezone,
-        rows: rows.slice(0, p.limit),
+        rows: rows.slice(0, p.limit).map(withUnknownCost),
         ...(rows.length > p.limit ? { more: rows.length - p.limit } : {}),
-        total: usageTotal(rows),
+        total: withUnknownCost(usageTotal(rows)),
       };
     },
   ),

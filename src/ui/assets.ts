@@ -73,6 +73,12 @@ ol.hits{list-style:none;padding:0;margin:0}
 .hit{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:.5rem .8rem;margin:.5rem 0}
 .hit .excerpt{display:block;color:var(--fg);text-decoration:none;overflow-wrap:anywhere;margin-top:.2rem}
 .hit mark{background:#fde68a;color:inherit;padding:0 .1em;border-radius:2px}
+figure.chart{margin:.5rem 0;padding:.6rem .75rem}
+figure.chart svg{display:block;width:100%;height:auto;max-height:320px}
+figure.chart .bar:hover .cost{fill:#1a3f91}
+figure.chart figcaption{margin-top:.35rem}
+.swatch-unpriced{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;border:1px solid #8a94a3;
+background:repeating-linear-gradient(45deg,#8a94a3 0 1.5px,#eef1f5 1.5px 4px)}
 .msg.compaction{border:1px dashed var(--warn);background:#fffbeb}
 details>summary{cursor:pointer;color:var(--muted);font-size:.9em}
 details.tool{margin:.3rem 0}

@@ -12,6 +12,7 @@ export const NAV = [
   ["/ui/sessions", "Sessions"],
   ["/ui/search", "Search"],
   ["/ui/runs", "Runs"],
+  ["/ui/usage", "Usage"],
   ["/ui/deliveries", "Deliveries"],
   ["/ui/jobs", "Jobs"],
   ["/ui/pairing", "Pairing"],

@@ -6,6 +6,7 @@
 import { Hono } from "hono";
 import { ApiError } from "../http/errors";
 import type { TranscriptMessage } from "../transcript/message";
+import { daysInRange, isCalendarDay } from "../views/cost-chart";
 import { HOME } from "./auth";
 import { liveUrl, query, queryInt, rpc, type UiEnv, wantsFragment } from "./context";
 import { AuditPage, type AuditReport } from "./pages/audit";
@@ -16,9 +17,14 @@ import { type RunRow, RunsPage, RunsTable } from "./pages/runs";
 import { type SearchData, SearchPage } from "./pages/search";
 import { type SessionEntry, SessionLive, SessionPage, type TrackedRun } from "./pages/session";
 import { type SessionListRow, SessionsPage, SessionsTable } from "./pages/sessions";
+import { type UsageData, UsagePage, type UsageSummary } from "./pages/usage";
 
 const PAGE_SIZE = 50;
 const TRANSCRIPT_PAGE = 50;
+/** Rows in each of the Usage page's top tables. */
+const USAGE_TOP = 10;
+/** The longest range the Usage page draws: a year, a leap one included (a bar a day). */
+const USAGE_MAX_DAYS = 366;
 
 export const pages = new Hono<UiEnv>()
   .get("/", (c) => c.redirect(HOME, 303))
@@ -123,6 +129,37 @@ export const pages = new Hono<UiEnv>()
         notice={query(c, "notice")}
       />,
     );
+  })
+
+  .get("/usage", async (c) => {
+    const range: Record<string, string> = {};
+    for (const name of ["from", "to"] as const) {
+      const day = query(c, name);
+      if (day === undefined) continue;
+      // The RPC checks the shape; a day like 2025-02-30 has it, and would be rolled over here.
+      if (/^\d{4}-\d\d-\d\d$/.test(day) && !isCalendarDay(day)) {
+        throw new ApiError("INVALID_REQUEST", `\`${name}\` must be a calendar day, YYYY-MM-DD (got ${day})`);
+      }
+      range[name] = day;
+    }
+    // Four reads of the daily rollup, at once; each total is the whole range's (before `limit`).
+    const summary = (groupBy: string, limit: number) =>
+      rpc<UsageSummary>(c, "usage.summary", { ...range, groupBy, limit });
+    const [days, sessions, agents, models] = await Promise.all([
+      summary("day", USAGE_MAX_DAYS),
+      summary("session", USAGE_TOP),
+      summary("agent", USAGE_TOP),
+      summary("model", USAGE_TOP),
+    ]);
+    const span = daysInRange(days.from, days.to).length;
+    if (span > USAGE_MAX_DAYS) {
+      throw new ApiError(
+        "INVALID_REQUEST",
+        `the range is at most ${USAGE_MAX_DAYS} days (got ${span}, ${days.from} to ${days.to}): pick a later \`from\` or an earlier \`to\``,
+      );
+    }
+    const data: UsageData = { days, sessions, agents, models };
+    return c.html(<UsagePage data={data} csrf={c.get("csrfToken")} />);
   })
 
   .get("/jobs", async (c) => {

@@ -1,6 +1,6 @@
 /**
- * How numbers, durations and instants read in messages to people (announcements, the status
- * card). Pure.
+ * How numbers, durations and instants read to people: in messages (announcements, the status
+ * card) and on the dashboard (the Usage page). Pure.
  */
 import { localFields } from "../time/zones";
 
@@ -25,6 +25,22 @@ export function formatTokens(n: number): string {
 export function formatUsd(usd: number): string {
   if (usd === 0) return "$0";
   return usd >= 0.01 ? `$${usd.toFixed(2)}` : `$${usd.toFixed(4)}`;
+}
+
+/**
+ * US dollars to the micro-cent, for where the exact figure is asked for (a chart bar's title, a
+ * cost cell's tooltip): at least two decimals, trailing zeros trimmed beyond them, so
+ * `$0.000105` and `$1.50`. Eight decimals are finer than any one token's price.
+ */
+export function formatUsdExact(usd: number): string {
+  const fixed = usd.toFixed(8).replace(/0+$/, "");
+  const [whole, frac = ""] = fixed.split(".");
+  return `$${whole}.${frac.padEnd(2, "0")}`;
+}
+
+/** A whole count with thousands separators (`12,345`), the same in every locale. */
+export function formatCount(n: number): string {
+  return String(Math.round(n)).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
 }
 
 /** `2026-11-25 04:00` in the given time zone. */

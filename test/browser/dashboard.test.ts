@@ -1,8 +1,9 @@
 /**
  * The operator dashboard (`/ui`) in Chromium against `wrangler dev`: login, the sessions list
  * and its filters, a session's transcript (tool calls, compaction, paging), sending a message
- * and seeing the reply, runs, retrying a dead delivery, jobs, the audit, CSRF and logout.
- * Screenshots of every page at 1280×800 and at phone width land in test-results/screenshots/.
+ * and seeing the reply, runs, usage and cost, retrying a dead delivery, jobs, the audit, CSRF
+ * and logout. One gateway serves every test (a start costs seconds). Screenshots of every page
+ * at 1280×800 and at phone width land in test-results/screenshots/.
  */
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -12,6 +13,31 @@ import { UI_PAGES as PAGES } from "../ui-pages.ts";
 import { chromiumPath, launchBrowser, newPage, PHONE, screenshot, visibleText } from "./support/browser.ts";
 
 const LONG_EXCHANGES = 27;
+
+/** What `usage.summary` answers (SPEC §21), as far as the Usage page's test reads it. */
+interface UsageFigures {
+  runs: number;
+  modelCalls: number;
+  costUsd: number | null;
+  unpricedCalls: number;
+}
+interface UsageSummary {
+  from: string;
+  to: string;
+  rows: Array<UsageFigures & { group: string }>;
+  total: UsageFigures;
+}
+
+/** Every day from `from` to `to` (`YYYY-MM-DD`), both included. */
+function daysFrom(from: string, to: string): string[] {
+  const days: string[] = [];
+  for (let ms = Date.parse(`${from}T00:00:00Z`); ms <= Date.parse(`${to}T00:00:00Z`); ms += 86_400_000)
+    days.push(new Date(ms).toISOString().slice(0, 10));
+  return days;
+}
+
+/** A count as the page prints it (`1,234`), read back as a number. */
+const countIn = (text: string) => Number(text.replace(/,/g, ""));
 
 interface Delivery {
   deliveryId: string;
@@ -40,8 +66,11 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
         list: [
           { id: "main", default: true },
           { id: "ops", model: "fake/ops-model" },
+          // A model with no price: its calls are unpriced, never $0.
+          { id: "free", model: "fake/free-model" },
         ],
       },
+      pricing: { "fake/ops-model": { input: 10, output: 30 } },
       delivery: { maxAttempts: 2, baseDelayMs: 100, maxDelayMs: 200 },
       extra: {
         cron: {
@@ -266,6 +295,94 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
     expect((await visibleText(table.locator("tbody tr td:last-child").first())).length).toBeGreaterThan(0);
   });
 
+  it("shows usage: a bar per day of the range, and the totals and top sessions usage.summary has", async () => {
+    // A priced run whose cost stands out (1200 × $10 + 300 × $30 per million = $0.021), and an
+    // unpriced one.
+    world.model.push({ text: "the usage report", usage: { prompt: 1200, completion: 300 } });
+    await wait(
+      (await gw.call<{ runId: string }>("agent", { sessionKey: "agent:ops:usage-report", message: "report" }))
+        .runId,
+    );
+    await wait((await gw.call<{ runId: string }>("agent", { agentId: "free", message: "hello" })).runId);
+    const summary = (params: Record<string, unknown>) => gw.call<UsageSummary>("usage.summary", params);
+    const [days, sessions, models] = await Promise.all([
+      summary({ groupBy: "day" }),
+      summary({ groupBy: "session", limit: 10 }),
+      summary({ groupBy: "model", limit: 10 }),
+    ]);
+    expect(sessions.rows[0]?.group).toBe("agent:ops:usage-report");
+    expect(days.total.unpricedCalls).toBeGreaterThan(0);
+
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Usage" }).click();
+    await page.waitForURL((u) => u.pathname === "/ui/usage");
+    // The default range is usage.summary's: the last 30 days, a bar for each.
+    expect(await page.inputValue("input[name=from]")).toBe(days.from);
+    expect(await page.inputValue("input[name=to]")).toBe(days.to);
+    const chart = page.locator("svg.cost-chart[role=img]");
+    const bars = chart.locator("g.bar");
+    expect(await bars.count()).toBe(30);
+    expect(await bars.evaluateAll((gs) => gs.map((g) => g.getAttribute("data-day")))).toEqual(
+      daysFrom(days.from, days.to),
+    );
+    // Each bar carries its day's cost as usage.summary has it (none: 0).
+    const barCosts = await bars.evaluateAll((gs) => gs.map((g) => g.getAttribute("data-usd")));
+    const byDay = new Map(days.rows.map((r) => [r.group, r.costUsd]));
+    for (const [i, day] of daysFrom(days.from, days.to).entries()) {
+      const cost = byDay.has(day) ? byDay.get(day) : 0;
+      expect(barCosts[i], day).toBe(cost === null ? "" : String(cost));
+    }
+    const today = days.rows.find((r) => r.group === days.to);
+    expect(today?.costUsd).toBeGreaterThan(0.02);
+    expect(await bars.last().locator("title").textContent()).toMatch(
+      new RegExp(`^${days.to}: \\$\\d+\\.\\d+ \\+ ${today!.unpricedCalls} unpriced calls$`),
+    );
+
+    // The totals and the top session are usage.summary's numbers.
+    const totals = page.locator("table[aria-label=Totals] tbody tr");
+    expect(countIn(await visibleText(totals.locator("td[data-field=runs]")))).toBe(days.total.runs);
+    const totalCost = totals.locator("td[data-field=cost] > span");
+    expect(Number(await totalCost.getAttribute("data-usd"))).toBe(days.total.costUsd);
+    expect(await visibleText(totalCost.locator(".usd"))).toMatch(/^\$\d+\.\d{2,4}$/);
+    const top = page.locator("table[aria-label='Top sessions'] tbody tr");
+    expect(await top.count()).toBe(sessions.rows.length);
+    expect(await visibleText(top.first().locator("td").first())).toBe(sessions.rows[0]!.group);
+    expect(await top.first().locator("td").first().locator("a").getAttribute("href")).toBe(
+      `/ui/session?key=${encodeURIComponent(sessions.rows[0]!.group)}`,
+    );
+    expect(Number(await top.first().locator("td[data-field=cost] > span").getAttribute("data-usd"))).toBe(
+      sessions.rows[0]!.costUsd,
+    );
+    expect(await visibleText(top.first().locator("td[data-field=cost] .usd"))).toBe("$0.02");
+    // The model without a price reads "—, unpriced", not $0.
+    expect(models.rows.find((r) => r.group === "fake/free-model")?.costUsd).toBeNull();
+    const free = page.locator("table[aria-label='Top models'] tbody tr", { hasText: "fake/free-model" });
+    expect(await visibleText(free.locator("td[data-field=cost]"))).toBe("— unpriced");
+    await screenshot(page, "usage-desktop");
+
+    // Another range from the form: a week, a bar a day.
+    const weekAgo = new Date(Date.parse(`${days.to}T00:00:00Z`) - 6 * 86_400_000).toISOString().slice(0, 10);
+    await page.fill("input[name=from]", weekAgo);
+    await page.click("form[aria-label='Usage range'] button[type=submit]");
+    await page.waitForURL((u) => u.searchParams.get("from") === weekAgo);
+    expect(await bars.count()).toBe(7);
+    expect(countIn(await visibleText(totals.locator("td[data-field=runs]")))).toBe(
+      (await summary({ from: weekAgo, to: days.to })).total.runs,
+    );
+
+    // A bad range is a 400 (the RPC's, or the page's for a day off the calendar or a range past a
+    // year), shown as the dashboard shows any refused request.
+    for (const [query, says] of [
+      [`from=${days.to}&to=${weekAgo}`, `\`from\` (${days.to}) is after \`to\` (${weekAgo})`],
+      ["from=last-week", "`from`: must be a day, YYYY-MM-DD"],
+      [`from=2000-01-01&to=${days.to}`, "the range is at most 366 days"],
+      ["from=2025-02-30", "`from` must be a calendar day"],
+    ] as const) {
+      const res = await page.goto(url(`/ui/usage?${query}`));
+      expect(res?.status(), query).toBe(400);
+      expect(await visibleText(page.locator("p.error[role=alert]")), query).toContain(says);
+    }
+  });
+
   it("retries a dead delivery: it is queued again and delivered once the connector is back", async () => {
     world.connector.up();
     await page.goto(url("/ui/deliveries?status=dead"));
@@ -338,6 +455,11 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
       await screenshot(phone.page, "session-phone");
       await phone.page.goto(url("/ui/deliveries"));
       await screenshot(phone.page, "deliveries-phone");
+      await phone.page.goto(url("/ui/usage"));
+      expect(
+        await phone.page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth),
+      ).toBeLessThanOrEqual(0);
+      await screenshot(phone.page, "usage-phone");
     } finally {
       await phone.context.close();
     }

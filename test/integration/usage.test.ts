@@ -112,6 +112,14 @@ describe("usage and cost", () => {
       costUsd: null,
     });
     expect((await listed(group(id)))?.costUsd).toBe(0);
+    // In the summary its model costs null, not $0; the session's greeting (the echo model,
+    // priced at nothing) keeps the session's total at $0 with one call unpriced.
+    const summary = await rpc<{
+      rows: Array<{ group: string; costUsd: number | null }>;
+      total: { costUsd: number | null; unpricedCalls: number };
+    }>("usage.summary", { groupBy: "model", sessionKey: group(id) });
+    expect(summary.payload.rows.find((r) => r.group === "fake/m")?.costUsd).toBeNull();
+    expect(summary.payload.total).toMatchObject({ costUsd: 0, unpricedCalls: 1 });
     world.restore();
   });
 });

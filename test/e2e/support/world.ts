@@ -17,6 +17,8 @@ export interface World {
 export interface WorldConfig {
   /** `models.retry`; the fake provider is added next to it. */
   retry: { attempts: number; baseDelayMs: number };
+  /** `models.pricing` (SPEC §21): US dollars per million tokens, by model ref. */
+  pricing?: Record<string, { input: number; output: number; cacheRead?: number; cacheWrite?: number }>;
   agents: Record<string, unknown>;
   delivery: Record<string, unknown>;
   /** More top-level config sections (e.g. `cron`). */
@@ -29,7 +31,11 @@ export async function startWorld(cfg: WorldConfig): Promise<World> {
     config: {
       connectors: connectorConfig(connector.url),
       session: { dmScope: "per-channel-peer" },
-      models: { providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } }, retry: cfg.retry },
+      models: {
+        providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } },
+        retry: cfg.retry,
+        ...(cfg.pricing ? { pricing: cfg.pricing } : {}),
+      },
       agents: cfg.agents,
       delivery: cfg.delivery,
       ...cfg.extra,

@@ -77,6 +77,7 @@ figure.chart{margin:.5rem 0;padding:.6rem .75rem}
 figure.chart svg{display:block;width:100%;height:auto;max-height:320px}
 figure.chart .bar:hover .cost{fill:#1a3f91}
 figure.chart figcaption{margin-top:.35rem}
+figure.chart svg.timeline{max-height:none}
 .swatch-unpriced{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;border:1px solid #8a94a3;
 background:repeating-linear-gradient(45deg,#8a94a3 0 1.5px,#eef1f5 1.5px 4px)}
 .msg.compaction{border:1px dashed var(--warn);background:#fffbeb}

@@ -13,6 +13,7 @@ import { AuditPage, type AuditReport } from "./pages/audit";
 import { DeliveriesPage, type DeliveryRow } from "./pages/deliveries";
 import { type JobRow, JobsPage } from "./pages/jobs";
 import { type ApprovedSender, PairingPage, type PendingCode } from "./pages/pairing";
+import { type RunDetail, RunPage } from "./pages/run";
 import { type RunRow, RunsPage, RunsTable } from "./pages/runs";
 import { type SearchData, SearchPage } from "./pages/search";
 import { type SessionEntry, SessionLive, SessionPage, type TrackedRun } from "./pages/session";
@@ -108,6 +109,13 @@ export const pages = new Hono<UiEnv>()
     const data = { filter, ...list, liveUrl: liveUrl(c) };
     if (wantsFragment(c)) return c.html(<RunsTable {...data} />);
     return c.html(<RunsPage {...data} csrf={c.get("csrfToken")} />);
+  })
+
+  .get("/run", async (c) => {
+    const runId = query(c, "id");
+    if (!runId) throw new ApiError("INVALID_REQUEST", "`id` is required: the run id to show");
+    const run = await rpc<RunDetail>(c, "runs.get", { runId });
+    return c.html(<RunPage run={run} csrf={c.get("csrfToken")} />);
   })
 
   .get("/deliveries", async (c) => {

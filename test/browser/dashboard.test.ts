@@ -295,6 +295,38 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
     expect((await visibleText(table.locator("tbody tr td:last-child").first())).length).toBeGreaterThan(0);
   });
 
+  it("opens a run from the runs list: its timeline drawn with the spans runs.get has", async () => {
+    world.model.push({ toolCalls: [{ name: "current_time" }] }, { text: "it is time" });
+    const { runId } = await gw.call<{ runId: string }>("agent", {
+      sessionKey: "agent:ops:timeline",
+      message: "what time is it?",
+    });
+    await wait(runId);
+    const run = await gw.call<{
+      timeline: Array<{ phase: string; name?: string; ms: number; outcome?: string }>;
+    }>("runs.get", { runId });
+    expect(run.timeline.map((s) => s.phase)).toEqual(["queued", "model", "tool", "model"]);
+
+    await page.goto(url("/ui/runs?session=agent:ops:timeline"));
+    await page.locator(`table[aria-label=Runs] a[title="${runId}"]`).click();
+    await page.waitForURL((u) => u.pathname === "/ui/run" && u.searchParams.get("id") === runId);
+    const spans = page.locator("svg.timeline[role=img] g.span");
+    expect(
+      await spans.evaluateAll((gs) =>
+        gs.map((g) => ({
+          phase: g.getAttribute("data-phase"),
+          name: g.getAttribute("data-name") || undefined,
+          ms: Number(g.getAttribute("data-ms")),
+          outcome: g.getAttribute("data-outcome") || undefined,
+        })),
+      ),
+    ).toEqual(run.timeline.map((s) => ({ phase: s.phase, name: s.name, ms: s.ms, outcome: s.outcome })));
+    const rows = page.locator("table[aria-label='Timeline spans'] tbody tr");
+    expect(await rows.count()).toBe(run.timeline.length);
+    expect(await visibleText(rows.nth(2).locator("td").first())).toBe("tool current_time");
+    await screenshot(page, "run-desktop");
+  });
+
   it("shows usage: a bar per day of the range, and the totals and top sessions usage.summary has", async () => {
     // A priced run whose cost stands out (1200 × $10 + 300 × $30 per million = $0.021), and an
     // unpriced one.

@@ -1,6 +1,7 @@
 /**
  * The runs page (`runs.list`): newest first, filtered by status and session, keyset-paged; each
- * run's status, trigger, duration, tokens, model, delivery and the cause of an error.
+ * run's status, trigger, duration, tokens, model, delivery and the cause of an error; its id
+ * opens the run's page (pages/run.tsx, with its timeline).
  */
 import type { FC } from "hono/jsx";
 import { Badge, Choice, duration, Page, Pager, SessionLink, shortId, Table, tokens, When } from "../layout";
@@ -27,7 +28,15 @@ export interface RunsData {
   liveUrl: string;
 }
 
-export const RUN_STATUSES = ["queued", "running", "ok", "error", "aborted", "timeout"] as const;
+export const RUN_STATUSES = [
+  "queued",
+  "running",
+  "ok",
+  "error",
+  "aborted",
+  "timeout",
+  "budget_exceeded",
+] as const;
 const ACTIVE = new Set(["queued", "running"]);
 
 function runDuration(r: RunRow): string {
@@ -64,7 +73,9 @@ export const RunsTable: FC<RunsData> = ({ runs, liveUrl }) => (
             <Badge value={r.status} />
           </td>
           <td class="nowrap">
-            <code title={r.runId}>{shortId(r.runId)}</code>
+            <a href={`/ui/run?${new URLSearchParams({ id: r.runId })}`} title={r.runId}>
+              <code>{shortId(r.runId)}</code>
+            </a>
           </td>
           <td class="wrap">
             <SessionLink sessionKey={r.sessionKey} />

@@ -94,7 +94,7 @@ export function quickWorkersProject(
 /**
  * The end-to-end files where the number of D1 databases matters: listings and paging, the reset
  * sweep and jobs, resolution across sessions, a requester and its sub-agents or watched
- * sessions, what a reply makes readable where (the CLI's
+ * sessions, what a reply makes readable where, usage added up over every database (the CLI's
  * storage commands are cli-storage.e2e, which starts no gateway). The project
  * e2e-d1x4 runs them again against a gateway spreading sessions over four (SWITCHBOARD_TEST_D1).
  */
@@ -104,6 +104,7 @@ const E2E_ACROSS_DATABASES = [
   "test/e2e/listings.e2e.test.ts",
   "test/e2e/read-your-replies.e2e.test.ts",
   "test/e2e/session-tools.e2e.test.ts",
+  "test/e2e/usage.e2e.test.ts",
 ];
 
 /** An end-to-end project: Node tests, each file driving a `wrangler dev` of its own. */

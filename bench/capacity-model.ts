@@ -514,6 +514,34 @@ export interface CostedWorkload {
   modelCalls: number;
   /** Of `units.d1RowsWritten`, the rows the transcript search index writes (undefined when not measured). */
   searchIndexRows?: number | undefined;
+  /**
+   * The usage rollup (`usage_daily`) per message: of `units.d1RowsWritten`, the rows it writes,
+   * and the D1 round trips of its own it adds (undefined when not measured).
+   */
+  usageRollup?: { rowsWritten: number; roundTrips: number } | undefined;
+}
+
+/** SPEC §21: usage recording adds no D1 round trip and at most this many rows written per message. */
+export const USAGE_ROLLUP_MAX_ROWS = 2;
+
+/**
+ * The check of SPEC §21's bar on the measured workloads: every one's rollup adds no round trip
+ * of its own and at most USAGE_ROLLUP_MAX_ROWS D1 rows written per message (undefined when none
+ * was measured).
+ */
+export function usageRollupCheck(workloads: CostedWorkload[]): { pass: boolean; line: string } | undefined {
+  const measured = workloads.flatMap((w) => (w.usageRollup ? [{ label: w.label, ...w.usageRollup }] : []));
+  if (!measured.length) return undefined;
+  const pass = measured.every((w) => w.roundTrips === 0 && w.rowsWritten <= USAGE_ROLLUP_MAX_ROWS);
+  return {
+    pass,
+    line: `usage recording (SPEC §21): no D1 round trip of its own and ≤ ${USAGE_ROLLUP_MAX_ROWS} D1 rows written per message: ${measured
+      .map(
+        (w) =>
+          `${w.label} ${fmt(w.rowsWritten)} row${w.rowsWritten === 1 ? "" : "s"}, ${fmt(w.roundTrips)} round trip${w.roundTrips === 1 ? "" : "s"}`,
+      )
+      .join("; ")}`,
+  };
 }
 
 /** Dollars: whole from $100, cents from 10 cents, two significant digits below. */
@@ -557,6 +585,17 @@ export function costReport(
           w.searchIndexRows === undefined
             ? "not measured"
             : `${fmt(w.searchIndexRows)} → ${usd(w.searchIndexRows * p.d1RowsWritten.usd * 1e6)}`,
+        )
+        .join(" | ")} |`,
+    );
+  }
+  if (workloads.some((w) => w.usageRollup !== undefined)) {
+    out.push(
+      `| of the D1 rows written: the usage rollup (\`usage_daily\`: one upsert per run, in its finalize's batch; round trips of its own) | ${p.d1RowsWritten.text} | ${workloads
+        .map((w) =>
+          w.usageRollup === undefined
+            ? "not measured"
+            : `${fmt(w.usageRollup.rowsWritten)} → ${usd(w.usageRollup.rowsWritten * p.d1RowsWritten.usd * 1e6)} (${fmt(w.usageRollup.roundTrips)} round trips)`,
         )
         .join(" | ")} |`,
     );

@@ -247,6 +247,15 @@ export interface Load {
   carriedRoundTrips: number;
   carriedStatements: number;
   carriedRowsWritten: number;
+  /**
+   * The usage rollup's upserts (`usage_daily`, db/usage.ts: one per finalized run): the round
+   * trips made of them alone (what the rollup adds to D1's round trips), their statements and
+   * rows; included in the D1 figures above. Counted per session only.
+   */
+  usageRoundTrips: number;
+  usageStatements: number;
+  usageRowsWritten: number;
+  usageRowsRead: number;
 }
 
 /** The workloads with the model answering in MODEL_3S_MS. */
@@ -369,6 +378,9 @@ const NO_DEFERRED = {
   carriedRowsWritten: 0,
 };
 
+/** A load's usage-rollup counts before any is attributed to it. */
+const NO_USAGE = { usageRoundTrips: 0, usageStatements: 0, usageRowsWritten: 0, usageRowsRead: 0 };
+
 function delta(before: Tally, after: Tally): Load {
   if (before.isolate !== after.isolate)
     throw new IsolateRestartError(
@@ -413,6 +425,7 @@ function delta(before: Tally, after: Tally): Load {
       before.workerRequests.fetch -
       before.workerRequests.scheduled,
     ...NO_DEFERRED,
+    ...NO_USAGE,
   };
 }
 
@@ -497,6 +510,10 @@ export function sessionLoad(after: SessionTally | undefined, before: SessionTall
     carriedRoundTrips: d.d1.carried.roundTrips,
     carriedStatements: d.d1.carried.statements,
     carriedRowsWritten: d.d1.carried.rowsWritten,
+    usageRoundTrips: d.d1.usage?.roundTrips ?? 0,
+    usageStatements: d.d1.usage?.statements ?? 0,
+    usageRowsWritten: d.d1.usage?.rowsWritten ?? 0,
+    usageRowsRead: d.d1.usage?.rowsRead ?? 0,
   };
 }
 
@@ -540,6 +557,7 @@ export function sum(loads: Load[]): Load {
     workerRequests: 0,
     doTimers: {},
     ...NO_DEFERRED,
+    ...NO_USAGE,
   };
   for (const l of loads) {
     out.d1Statements += l.d1Statements;
@@ -590,6 +608,10 @@ export function sum(loads: Load[]): Load {
     out.carriedRoundTrips += l.carriedRoundTrips;
     out.carriedStatements += l.carriedStatements;
     out.carriedRowsWritten += l.carriedRowsWritten;
+    out.usageRoundTrips += l.usageRoundTrips;
+    out.usageStatements += l.usageStatements;
+    out.usageRowsWritten += l.usageRowsWritten;
+    out.usageRowsRead += l.usageRowsRead;
   }
   return out;
 }
@@ -1464,6 +1486,7 @@ export function perMessage(w: Workload) {
       })`,
       `stored ${fixed(per(w.storedBytes))} bytes per message${w.sessionsCreated ? ` (${w.sessionsCreated} sessions created)` : ""}${w.textBytesPerMessage !== undefined ? `, of ${fixed(w.textBytesPerMessage)} bytes of text and reply` : ""}`,
       w.cpuMsPerMessage !== undefined ? `workerd CPU ${fixed(w.cpuMsPerMessage)} ms per message` : "",
+      `usage rollup per message: ${fixed(per(w.load.usageStatements))} statements, ${fixed(per(w.load.usageRowsWritten))} D1 rows written, ${fixed(per(w.load.usageRowsRead))} read, ${fixed(per(w.load.usageRoundTrips))} round trips of its own`,
       `rows written per message: D1 ${fixed(per(w.load.d1RowsWritten))} (by its runs ${fixed(per(w.load.d1RowsWritten - w.load.outcomeRowsWritten))}, of which outcomes carried ${fixed(per(w.load.carriedRowsWritten))}; deferred outcome writes ${fixed(per(w.load.outcomeRowsWritten))}), DO ${fixed(per(w.load.doRowsWritten + (w.load.storageCalls.setAlarm ?? 0)))} (alarms included); rows read: D1 ${fixed(per(w.load.d1RowsRead))}, DO ${fixed(per(w.load.doRowsRead))}`,
       `DO active ${fixed(per(w.load.doActiveMs))} ms per message (in calls ${fixed(per(w.load.doCallsMs))} ms; actor timers ${
         Object.entries(w.load.doTimers)
@@ -1653,6 +1676,12 @@ export interface MeasuredWorkload {
   storedBytesPerMessage: number;
   /** D1 rows written per message by the transcript search index (one per indexed message); absent in older files. */
   searchIndexRowsPerMessage?: number;
+  /**
+   * The usage rollup per message (`usage_daily` upserts, one per run, in its finalize's batch):
+   * its statements and D1 rows written, and `roundTrips`, the round trips of its own (what it
+   * adds). Absent in older files.
+   */
+  usageRollup?: D1Share;
   sessionsCreated: number;
   /** Bytes of a message's text and its reply's, where known. */
   textBytesPerMessage?: number;
@@ -1815,6 +1844,11 @@ export function measurementOf(
       ),
       storedBytesPerMessage: w.storedBytes / w.messages,
       searchIndexRowsPerMessage: w.indexed / w.messages,
+      usageRollup: {
+        roundTrips: w.load.usageRoundTrips / w.messages,
+        statements: w.load.usageStatements / w.messages,
+        rowsWritten: w.load.usageRowsWritten / w.messages,
+      },
       sessionsCreated: w.sessionsCreated,
       ...(w.textBytesPerMessage !== undefined ? { textBytesPerMessage: w.textBytesPerMessage } : {}),
       ...(w.cpuMsPerMessage !== undefined ? { cpuMsPerMessage: w.cpuMsPerMessage } : {}),

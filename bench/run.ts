@@ -63,6 +63,13 @@
  *     word and a common one, alternating blocks: p50 and workerd CPU per request. Bars: the rare
  *     word within 2× of the list at each size, flat within 1.3× between them. `node bench/run.ts
  *     --search` runs it alone (a few minutes).
+ * 16. After 15, usage and cost (bench/usage.ts): `usage.summary` by day over the last 30 days
+ *     against a `sessions.list` of 50 rows, both through POST /rpc, with 100,000 runs of 10,000
+ *     sessions in the usage rollup (seeded by bulk SQL as the runs' finalizes write it), in two
+ *     shapes on a gateway each: 10 runs per session on 4 days (40,000 rollup rows) and every run
+ *     on a day of its own (100,000 rows); alternating blocks: p50 and workerd CPU per request
+ *     (by session, informational). Bar: the summary by day within 2× of the list in both shapes.
+ *     `node bench/run.ts --usage` runs it alone (a few minutes).
  *  2b. Run before 12 (informational, no bar): the gateway is restarted with `agents.defaults.model`
  *     `slow/m`, a fake OpenAI-compatible server on 127.0.0.1 that holds every call open, so runs
  *     are parked; then ack req/s and p50/p99 at c=32 for 1,000 messages to the 1,000 sessions of
@@ -89,6 +96,7 @@ import { benchConnectorPaths, PATHS } from "./connectors.ts";
 import { benchDbLoad, copySources, measurementOf, perCall, perMessage, writeMeasurement } from "./db-load.ts";
 import { type ReadCosts, readsOverDatabases, SEEDED, TREE_CHILDREN } from "./reads-over-databases.ts";
 import { COMMON_WORD, RARE_HITS, RARE_WORD, searchPhase } from "./search.ts";
+import { DAYS, RUNS, SESSIONS, usagePhase } from "./usage.ts";
 
 const repo = path.resolve(import.meta.dirname, "..");
 /**
@@ -496,6 +504,8 @@ let launcher: typeof import("../scripts/lib/local-server.ts") | undefined;
 const READS_ONLY = process.argv.includes("--reads");
 /** `--search`: only phase 15 (see the header). */
 const SEARCH_ONLY = process.argv.includes("--search");
+/** `--usage`: only phase 16 (see the header). */
+const USAGE_ONLY = process.argv.includes("--usage");
 let currentVisibility: Visibility = "all";
 
 async function startGateway(visibility: Visibility, slowModelUrl?: string): Promise<void> {
@@ -1544,6 +1554,7 @@ async function main(): Promise<void> {
   startServer = startLocalServer;
   if (READS_ONLY) return mainReads();
   if (SEARCH_ONLY) return phaseSearch();
+  if (USAGE_ONLY) return phaseUsage();
   log(`fake connector on ${connector.url}; starting wrangler dev (persist ${persistTo})`);
   await startGateway("all");
 
@@ -1620,6 +1631,7 @@ async function main(): Promise<void> {
   await phaseConnectorPaths();
   await phaseDbLoad();
   await phaseSearch();
+  await phaseUsage();
   acksAlone = [
     ...acksAlone,
     `acks alone, existing sessions: ${((parked.existing / healthzRps) * 100).toFixed(1)}% of /healthz (informational; runs parked on a held model)`,
@@ -1751,7 +1763,6 @@ async function phaseConnectorPaths(): Promise<void> {
   }
 }
 
-/** Phase 14: D1 statements and round trips and DO SQL statements per message (bench/db-load.ts). */
 /**
  * Phase 15 (bench/search.ts): sessions_search against a sessions_list of 10 rows at 1k/10k and
  * 10k/100k, a rare word and a common one; the bars hold the rare word's search within 2× of the
@@ -1807,6 +1818,57 @@ async function phaseSearch(): Promise<void> {
   }
 }
 
+/**
+ * Phase 16 (bench/usage.ts): `usage.summary` by day over 30 days with 100,000 runs in the rollup
+ * against a `sessions.list` of 50 rows at the same size, in two shapes of the rollup; the bar
+ * holds the summary within 2× of the list in both.
+ */
+async function phaseUsage(): Promise<void> {
+  if (!launcher) throw new Error("launcher not loaded");
+  const shapes = await usagePhase({
+    launcher,
+    wranglerBin,
+    cwd: root,
+    childEnv,
+    config: gatewayConfig("all"),
+    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
+    token: TOKEN,
+    cpuSeconds: (pid) => groupCpuSeconds(pid, "workerd"),
+    log,
+  });
+  for (const shape of shapes) {
+    const at = `${int(RUNS)} runs, ${int(SESSIONS)} sessions, ${shape.label} (${int(shape.rows)} rollup rows)`;
+    if (shape.days !== DAYS || shape.totalRuns !== RUNS)
+      problems.push(
+        `usage.summary at ${at}: ${shape.days} days and ${shape.totalRuns} runs, seeded ${DAYS} and ${RUNS}`,
+      );
+    row(
+      "16",
+      `sessions.list (limit 50) at ${at}`,
+      `p50 ${ms(shape.list.p50)}`,
+      `workerd CPU ${shape.list.cpu.toFixed(2)} ms per request; ${shape.list.rows} rows`,
+    );
+    for (const [what, cost] of [
+      [`usage.summary by day, last ${DAYS} days`, shape.byDay],
+      [`usage.summary by session, last ${DAYS} days (top 100)`, shape.bySession],
+    ] as const) {
+      row(
+        "16",
+        `${what} at ${at}`,
+        `p50 ${ms(cost.p50)}`,
+        `workerd CPU ${cost.cpu.toFixed(2)} ms per request (${(cost.cpu / shape.list.cpu).toFixed(2)}× the list's), p50 ${(cost.p50 / shape.list.p50).toFixed(2)}× the list's; ${cost.rows} rows; alternating blocks of 25`,
+      );
+    }
+    bars.push({
+      name: `usage.summary by day over ${DAYS} days within 2× of sessions.list (50 rows) at ${at}`,
+      rule: "p50 and workerd CPU per request ÷ the list's ≤ 2",
+      actual: `p50 ${(shape.byDay.p50 / shape.list.p50).toFixed(2)}×, CPU ${(shape.byDay.cpu / shape.list.cpu).toFixed(2)}× (${ms(shape.byDay.p50)} vs ${ms(shape.list.p50)}; ${shape.byDay.cpu.toFixed(2)} ms vs ${shape.list.cpu.toFixed(2)} ms)`,
+      pass: shape.byDay.p50 <= 2 * shape.list.p50 && shape.byDay.cpu <= 2 * shape.list.cpu,
+    });
+  }
+}
+
+/** Phase 14: D1 statements and round trips and DO SQL statements per message (bench/db-load.ts). */
 async function phaseDbLoad(): Promise<void> {
   if (!startServer) throw new Error("launcher not loaded");
   const dir = scratchDir("switchboard-bench-db-load-");

@@ -100,9 +100,72 @@ SELECT printf('5ea7c400-0000-4000-8000-%012d', j % ${sessions} + 1), j / ${sessi
 FROM m;`;
 }
 
-function median(samples: number[]): number {
+export function median(samples: number[]): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+/** Runs `sql` (a file of bulk SQL) on the local D1 `DB` persisted in `dir`; its wall time, s. */
+export async function seedLocalD1(
+  ctx: SearchContext,
+  dir: string,
+  name: string,
+  sql: string,
+): Promise<number> {
+  const file = path.join(dir, name);
+  writeFileSync(file, sql);
+  const started = performance.now();
+  await promisify(execFile)(
+    ctx.wranglerBin,
+    [
+      "d1",
+      "execute",
+      ctx.launcher.localDatabaseName("DB"),
+      "--local",
+      "--persist-to",
+      dir,
+      "--file",
+      file,
+      "--json",
+    ],
+    { cwd: ctx.cwd, env: ctx.childEnv, maxBuffer: 64 * 1024 * 1024 },
+  );
+  return (performance.now() - started) / 1000;
+}
+
+/**
+ * Each read of `reads` (its answer: rows or hits), one request at a time: BLOCK of each to warm
+ * up, then BLOCKS rounds of a block of each in turn (the host's speed drifts; every read sees the
+ * same drift); p50 and the workerd CPU per request of the server `pid`, and its last answer's rows.
+ */
+export async function alternatingBlocks<K extends string>(
+  ctx: Pick<SearchContext, "cpuSeconds">,
+  pid: number,
+  reads: Record<K, () => Promise<number>>,
+): Promise<Record<K, ReadCost>> {
+  const names = Object.keys(reads) as K[];
+  const samples = new Map<K, number[]>(names.map((k) => [k, []]));
+  const cpu = new Map<K, number>(names.map((k) => [k, 0]));
+  const rows = new Map<K, number>(names.map((k) => [k, 0]));
+  for (const name of names) for (let i = 0; i < BLOCK; i++) await reads[name]();
+  for (let b = 0; b < BLOCKS; b++) {
+    for (const name of names) {
+      const before = ctx.cpuSeconds(pid);
+      for (let i = 0; i < BLOCK; i++) {
+        const t0 = performance.now();
+        rows.set(name, await reads[name]());
+        samples.get(name)?.push(performance.now() - t0);
+      }
+      cpu.set(name, (cpu.get(name) ?? 0) + (ctx.cpuSeconds(pid) - before) * 1000);
+    }
+  }
+  const n = BLOCK * BLOCKS;
+  return Object.fromEntries(
+    names.map((k) => [
+      k,
+      { p50: median(samples.get(k) ?? []), cpu: (cpu.get(k) ?? 0) / n, rows: rows.get(k) ?? 0 },
+    ]),
+  ) as Record<K, ReadCost>;
 }
 
 /** Phase 15 at one size: seed, start, measure the list and both searches in alternating blocks. */
@@ -113,25 +176,13 @@ async function atSize(ctx: SearchContext, size: (typeof SIZES)[number]): Promise
   try {
     ctx.log(`phase 15: transcript search at ${size.label}: migrating and seeding`);
     await launcher.applyLocalMigrations(dir, { d1: ["DB"] });
-    const file = path.join(dir, "seed-search.sql");
-    writeFileSync(file, seedSql(size.sessions, size.messages, Date.now()));
-    const seeded = performance.now();
-    await promisify(execFile)(
-      ctx.wranglerBin,
-      [
-        "d1",
-        "execute",
-        launcher.localDatabaseName("DB"),
-        "--local",
-        "--persist-to",
-        dir,
-        "--file",
-        file,
-        "--json",
-      ],
-      { cwd: ctx.cwd, env: ctx.childEnv, maxBuffer: 64 * 1024 * 1024 },
+    const seconds = await seedLocalD1(
+      ctx,
+      dir,
+      "seed-search.sql",
+      seedSql(size.sessions, size.messages, Date.now()),
     );
-    ctx.log(`seeded and indexed in ${((performance.now() - seeded) / 1000).toFixed(1)} s`);
+    ctx.log(`seeded and indexed in ${seconds.toFixed(1)} s`);
     server = await launcher.startLocalServer({
       persistTo: dir,
       migrate: false,
@@ -156,28 +207,7 @@ async function atSize(ctx: SearchContext, size: (typeof SIZES)[number]): Promise
       rare: () => invoke("sessions_search", { query: RARE_WORD, limit: 10 }),
       common: () => invoke("sessions_search", { query: COMMON_WORD, limit: 10 }),
     };
-    const samples = { list: [] as number[], rare: [] as number[], common: [] as number[] };
-    const cpu = { list: 0, rare: 0, common: 0 };
-    const rows = { list: 0, rare: 0, common: 0 };
-    for (const read of Object.values(reads)) for (let i = 0; i < BLOCK; i++) await read();
-    for (let b = 0; b < BLOCKS; b++) {
-      for (const name of ["list", "rare", "common"] as const) {
-        const before = ctx.cpuSeconds(target.pid);
-        for (let i = 0; i < BLOCK; i++) {
-          const t0 = performance.now();
-          rows[name] = await reads[name]();
-          samples[name].push(performance.now() - t0);
-        }
-        cpu[name] += (ctx.cpuSeconds(target.pid) - before) * 1000;
-      }
-    }
-    const n = BLOCK * BLOCKS;
-    const cost = (name: keyof typeof reads): ReadCost => ({
-      p50: median(samples[name]),
-      cpu: cpu[name] / n,
-      rows: rows[name],
-    });
-    return { ...size, list: cost("list"), rare: cost("rare"), common: cost("common") };
+    return { ...size, ...(await alternatingBlocks(ctx, target.pid, reads)) };
   } finally {
     await server?.stop();
     rmSync(dir, { recursive: true, force: true });

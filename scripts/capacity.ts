@@ -3,7 +3,8 @@
  * the measured storage load of a message and of a read and Cloudflare's published limits, and
  * what a message costs at Cloudflare's published prices, by billed unit, for a new session, an
  * existing one and a tool call with a model answering in 3 s (bench/capacity-model.ts;
- * docs/capacity.md explains the model and its limits).
+ * docs/capacity.md explains the model and its limits), with the check of SPEC §21's bar on
+ * usage recording (no D1 round trip of its own, at most 2 rows written per message).
  *
  *   npm run capacity                       the model, from bench/results/db-load.json
  *   npm run capacity -- --measure          measure first (bench/db-load.ts, 1 database), write the file, then the model
@@ -26,6 +27,7 @@ import {
   type ModelInputs,
   published,
   report,
+  usageRollupCheck,
 } from "../bench/capacity-model.ts";
 import { SESSIONS, simulate } from "../bench/capacity-simulation.ts";
 import {
@@ -249,6 +251,10 @@ function costedOf(m: DbLoadMeasurement): CostedWorkload[] {
         modelMs: w.modelMs ?? 0,
         modelCalls,
         searchIndexRows: w.searchIndexRowsPerMessage,
+        usageRollup: w.usageRollup && {
+          rowsWritten: w.usageRollup.rowsWritten,
+          roundTrips: w.usageRollup.roundTrips,
+        },
         units: {
           workerRequests: b.workerRequests,
           workerCpuMs: b.cpuMs ?? w.cpuMsPerMessage ?? 0,
@@ -282,6 +288,14 @@ if (costed.length) {
       }),
     ].join("\n"),
   );
+  const usage = usageRollupCheck(costed);
+  if (usage) {
+    console.log(`\n${usage.pass ? "PASS" : "FAIL"}  ${usage.line}`);
+    if (!usage.pass) process.exitCode = 1;
+  } else
+    log(
+      `${file} has no usage rollup counts (measured before they were counted): measure again for its check`,
+    );
 } else
   log(
     `${file} has no billable units per message (measured before they were counted): measure again for the cost table`,
@@ -298,5 +312,5 @@ if (values.simulate) {
   console.log(
     failed ? `\n${failed} of ${sim.checks.length} checks failed` : `\nall ${sim.checks.length} checks passed`,
   );
-  process.exit(failed ? 1 : 0);
+  process.exit(failed || process.exitCode === 1 ? 1 : 0);
 }

@@ -146,6 +146,13 @@ export interface SessionTally {
      * earlier outcomes): `roundTrips` counts the batches that carried any. Included above.
      */
     carried: D1Part;
+    /**
+     * The usage rollup's upserts (`usage_daily`, db/usage.ts; one per finalized run): their
+     * statements and rows wherever sent; `roundTrips`, the round trips made of them alone (what
+     * the rollup adds to D1's round trips: 0 while each rides in its run's finalize). Included
+     * above. Absent from a tally of an entry older than the rollup.
+     */
+    usage?: D1Part;
   };
   /** As the global `doSql`, this session's actor only (miniflare's own statements are not its). */
   doSql: Omit<Tally["doSql"], "platform">;

@@ -46,7 +46,10 @@
  *   storage calls, requests (stub calls by the name they address, its alarms) and wall time,
  *   and the alarm it has pending (`setAlarm` / `deleteAlarm` / its firing). A write the actor
  *   defers (a delivery's outcome, written alone by its alarm a minute on) is thus its session's
- *   wherever it lands. The Worker's own D1 calls (reads for an RPC) are no session's.
+ *   wherever it lands. The Worker's own D1 calls (reads for an RPC) are no session's. Two
+ *   kinds of the actor's D1 statements are kept apart as well: delivery-outcome upserts (alone
+ *   or carried by a run's write) and the usage rollup's upserts (with the round trips that are
+ *   theirs alone).
  *
  * The counts live in this isolate (under `wrangler dev` the Worker and its Durable Objects share
  * one) and are read from outside with `GET /__bench/db-counts` (`?brief`: the few numbers that
@@ -184,6 +187,7 @@ function emptySession(): SessionTally {
       sqlRowsRead: {},
       outcomes: emptyPart(),
       carried: emptyPart(),
+      usage: emptyPart(),
     },
     doSql: {
       execs: 0,
@@ -306,6 +310,12 @@ const isOutcome = (sql: string): boolean =>
   /^\s*insert\s+into\s+"deliveries"/i.test(sql) &&
   /on\s+conflict\s*\("delivery_id"\)\s*do\s+update/i.test(sql);
 
+/**
+ * The usage rollup's addition of a run (db/usage.ts `usageRollupStatement`): an upsert into
+ * `usage_daily`, made in the run's finalize.
+ */
+const isUsageRollup = (sql: string): boolean => /^\s*insert\s+into\s+"?usage_daily"?[\s(]/i.test(sql);
+
 /** Where a counted call goes: its origin, the D1 binding it was made on, and the actor making it. */
 interface Route {
   origin: Origin;
@@ -425,6 +435,10 @@ function countRows(
       part.rowsRead += read;
       part.rowsWritten += written;
     }
+    if (d1.usage && isUsageRollup(sql)) {
+      d1.usage.rowsRead += read;
+      d1.usage.rowsWritten += written;
+    }
   });
 }
 
@@ -471,6 +485,13 @@ function trip<T>(
     if (part) {
       part.roundTrips++;
       part.statements += outcomes === "alone" ? statements : outcomeStatements;
+    }
+    // The rollup's upserts, and the round trips that are theirs alone (none while each rides
+    // in its run's finalize batch).
+    const usageStatements = call === "exec" ? 0 : sqls.filter(isUsageRollup).length;
+    if (usageStatements && s.d1.usage) {
+      s.d1.usage.statements += usageStatements;
+      if (usageStatements === sqls.length) s.d1.usage.roundTrips++;
     }
   }
   let w = waiting.get(binding);

@@ -161,7 +161,9 @@ describe("costChartSvg", () => {
       row("2025-11-01", 0.2),
       row("2025-11-02", 0, 2, 2),
     ]);
-    const unpriced = svg.match(/<g class="bar is-unpriced" data-day="2025-11-02" data-usd="">(.*?)<\/g>/)?.[1];
+    const unpriced = svg.match(
+      /<g class="bar is-unpriced" data-day="2025-11-02" data-usd="">(.*?)<\/g>/,
+    )?.[1];
     expect(unpriced).toContain("<title>2025-11-02: unpriced (2 model calls, none priced)</title>");
     expect(unpriced).toContain('class="unpriced"');
     expect(unpriced).toContain("url(#cost-chart-unpriced)");

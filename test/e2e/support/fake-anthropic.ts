@@ -15,12 +15,23 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { listenOnLoopback } from "../../../scripts/lib/local-server.ts";
 import { readBody } from "./http-fake.ts";
 
+/**
+ * A step's usage as the API reports it: `input` is the uncached input only; `cacheRead` and
+ * `cacheWrite` (`cache_read_input_tokens`, `cache_creation_input_tokens`) come beside it.
+ */
+export interface AnthropicUsage {
+  input: number;
+  output: number;
+  cacheRead?: number;
+  cacheWrite?: number;
+}
+
 export type AnthropicStep =
-  | { text: string; thinking?: string; usage?: { input: number; output: number } }
+  | { text: string; thinking?: string; usage?: AnthropicUsage }
   | {
       toolUse: { name: string; input?: unknown; id?: string };
       thinking?: string;
-      usage?: { input: number; output: number };
+      usage?: AnthropicUsage;
     }
   | { status: number; message?: string; retryAfter?: string };
 
@@ -155,7 +166,7 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
     } else {
       content.push({ type: "text", text: step.text });
     }
-    const usage = step.usage ?? { input: 10, output: 5 };
+    const usage: AnthropicUsage = step.usage ?? { input: 10, output: 5 };
     return answer(200, {
       id: `msg_fake_${n}`,
       type: "message",
@@ -164,7 +175,12 @@ export async function startFakeAnthropic(): Promise<FakeAnthropic> {
       content,
       stop_reason: "toolUse" in step ? "tool_use" : "end_turn",
       stop_sequence: null,
-      usage: { input_tokens: usage.input, output_tokens: usage.output },
+      usage: {
+        input_tokens: usage.input,
+        output_tokens: usage.output,
+        ...(usage.cacheRead === undefined ? {} : { cache_read_input_tokens: usage.cacheRead }),
+        ...(usage.cacheWrite === undefined ? {} : { cache_creation_input_tokens: usage.cacheWrite }),
+      },
     });
   };
 

@@ -16,6 +16,8 @@ import { chatCompletion, readBody, serveJson, textOf } from "./http-fake.ts";
 export interface Usage {
   prompt: number;
   completion: number;
+  /** Of the prompt, read from the provider's cache (`prompt_tokens_details.cached_tokens`). */
+  cached?: number;
 }
 
 export type ModelStep =

@@ -49,7 +49,8 @@ export function chatCompletion(c: {
   model: string;
   text: string | null;
   toolCalls?: Array<{ id: string; name: string; arguments: unknown }> | undefined;
-  usage: { prompt: number; completion: number };
+  /** `cached`: of the prompt, read from the cache (sent as `prompt_tokens_details.cached_tokens`). */
+  usage: { prompt: number; completion: number; cached?: number | undefined };
 }) {
   const toolCalls = c.toolCalls?.map((t) => ({
     id: t.id,
@@ -72,6 +73,7 @@ export function chatCompletion(c: {
       prompt_tokens: c.usage.prompt,
       completion_tokens: c.usage.completion,
       total_tokens: c.usage.prompt + c.usage.completion,
+      ...(c.usage.cached === undefined ? {} : { prompt_tokens_details: { cached_tokens: c.usage.cached } }),
     },
   };
 }

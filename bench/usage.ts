@@ -2,8 +2,8 @@
  * Bench phase 16: `usage.summary` (SPEC §21) by day over the last 30 days against a
  * `sessions.list` of 50 rows, both operator RPCs through POST /rpc, one request at a time, in
  * alternating blocks (bench/search.ts's), with 100,000 runs' worth of usage in D1. The usage
- * rollup (`usage_daily`, one row per day, session and model) is seeded by bulk SQL as the runs'
- * finalizes would have written it, beside the 10,000 sessions those runs belong to, before the
+ * rollup (`usage_daily`, one row per day, session and model, and `usage_agents`, per day, agent,
+ * model and channel) is seeded by bulk SQL as the runs' finalizes would have written it, beside the 10,000 sessions those runs belong to, before the
  * gateway starts: a run adds to its day's row of its session, so the rows the summary reads
  * depend on how the runs fall on days. Two shapes, each on a gateway of its own: 10 runs per
  * session on 4 of the 30 days (a chat's conversations come in spells: 40,000 rows), and every
@@ -79,7 +79,11 @@ SELECT ${pick(days, `(j % ${SESSIONS} + 7 * (j / ${SESSIONS})) % ${DAYS}`)}, ${k
   'openai/gpt-4o-mini', ${agent(`(j % ${SESSIONS})`)}, ${channel(`(j % ${SESSIONS})`)}, ${runs},
   ${runs} + (j % 3 = 0), ${runs} * (4000 + j % 1000), ${runs} * 300, ${runs} * 2500, 0,
   ${runs} * (0.0009 + (j % 100) / 1e6), 0
-FROM r;`;
+FROM r;
+INSERT INTO usage_agents SELECT day, agent_id, model, coalesce(channel, ''), SUM(runs), SUM(model_calls),
+  SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens), SUM(cache_write_tokens), SUM(cost_usd),
+  SUM(unpriced_calls)
+FROM usage_daily GROUP BY 1, 2, 3, 4;`;
 }
 
 /** Phase 16 at one shape: seed, start, time the list and both summaries in alternating blocks. */

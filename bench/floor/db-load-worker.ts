@@ -311,10 +311,11 @@ const isOutcome = (sql: string): boolean =>
   /on\s+conflict\s*\("delivery_id"\)\s*do\s+update/i.test(sql);
 
 /**
- * The usage rollup's addition of a run (db/usage.ts `usageRollupStatement`): an upsert into
- * `usage_daily`, made in the run's finalize.
+ * The usage rollup's additions of a run (db/usage.ts `usageRollupStatements`): upserts into
+ * `usage_daily` and `usage_agents`, made in the run's finalize.
  */
-const isUsageRollup = (sql: string): boolean => /^\s*insert\s+into\s+"?usage_daily"?[\s(]/i.test(sql);
+const isUsageRollup = (sql: string): boolean =>
+  /^\s*insert\s+into\s+"?usage_(daily|agents)"?[\s(]/i.test(sql);
 
 /** Where a counted call goes: its origin, the D1 binding it was made on, and the actor making it. */
 interface Route {

@@ -308,6 +308,32 @@ export const usageDaily = sqliteTable(
 );
 
 /**
+ * The same usage per day, agent, model and channel, without the session (SPEC §21): what a
+ * summary by day, agent, model or channel and a budget's agent spend read, a few rows a day
+ * however many sessions there are. Written beside `usage_daily` in the run's finalize batch.
+ */
+export const usageAgents = sqliteTable(
+  "usage_agents",
+  {
+    day: text("day").notNull(),
+    agentId: text("agent_id").notNull(),
+    /** The model the run used ('' when none). */
+    model: text("model").notNull(),
+    /** The session's channel ('' when none). */
+    channel: text("channel").notNull(),
+    runs: integer("runs").notNull().default(0),
+    modelCalls: integer("model_calls").notNull().default(0),
+    inputTokens: integer("input_tokens").notNull().default(0),
+    outputTokens: integer("output_tokens").notNull().default(0),
+    cacheReadTokens: integer("cache_read_tokens").notNull().default(0),
+    cacheWriteTokens: integer("cache_write_tokens").notNull().default(0),
+    costUsd: real("cost_usd").notNull().default(0),
+    unpricedCalls: integer("unpriced_calls").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.day, t.agentId, t.model, t.channel] })],
+);
+
+/**
  * Records a session's actor could not write: a deferred record (a connector's message, its
  * run and entry) that D1 refused on its own again and again. Kept whole, with the cause, for the
  * operator (`records.dead`), instead of being retried forever.

@@ -1,7 +1,10 @@
 /**
- * The usage rollup (SPEC §21): what a run adds to its day's row (`usage_daily`, per day, session
- * and model) in its finalize's batch, and `usage.summary`, which reads those rows of every
- * database and adds them up by day, agent, model, channel or session.
+ * The usage rollup (SPEC §21): what a run adds to its day's rows in its finalize's batch, and
+ * `usage.summary`, which reads those rows of every database and adds them up by day, agent,
+ * model, channel or session. Two tables, each read where it is small: `usage_daily` (per day,
+ * session and model) for what names a session (groupBy session, a sessionKey filter, a
+ * session's spend today), `usage_agents` (per day, agent, model and channel) for the rest, a
+ * few rows a day however many sessions there are.
  *
  * The addition is once per run however often its finalize is written: it is made only while the
  * run's row is not ended yet, and the finalize's next statement ends it (one batch, one
@@ -23,9 +26,52 @@ export interface UsageAddition {
 
 const ENDED = "('ok', 'error', 'aborted', 'timeout', 'budget_exceeded')";
 
-/** The addition of one run, guarded by its run row (goes before the statement that ends it). */
-export function usageRollupStatement(db: D1Database, a: UsageAddition): D1PreparedStatement {
-  const u = a.usage;
+/** The addition of one run to both tables, each guarded by its run row (they go before the statement that ends it). */
+export function usageRollupStatements(db: D1Database, a: UsageAddition): D1PreparedStatement[] {
+  return [sessionRollup(db, a), agentRollup(db, a)];
+}
+
+/** The sums a run adds, in the order of the tables' columns after their keys. */
+function sums(u: Usage): number[] {
+  return [
+    u.modelCalls ?? 0,
+    u.inputTokens,
+    u.outputTokens,
+    u.cacheReadTokens ?? 0,
+    u.cacheWriteTokens ?? 0,
+    u.costUsd ?? 0,
+    u.unpricedCalls ?? 0,
+  ];
+}
+
+const ADD_SUMS = (table: string) =>
+  [
+    "model_calls",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost_usd",
+    "unpriced_calls",
+  ]
+    .map((c) => `${c} = ${table}.${c} + excluded.${c}`)
+    .join(",\n         ");
+
+function agentRollup(db: D1Database, a: UsageAddition): D1PreparedStatement {
+  return db
+    .prepare(
+      `INSERT INTO usage_agents (day, agent_id, model, channel, runs, model_calls, input_tokens,
+         output_tokens, cache_read_tokens, cache_write_tokens, cost_usd, unpriced_calls)
+       SELECT ?, ?, ?, ?, 1, ?, ?, ?, ?, ?, ?, ?
+       WHERE NOT EXISTS (SELECT 1 FROM runs WHERE run_id = ? AND status IN ${ENDED})
+       ON CONFLICT (day, agent_id, model, channel) DO UPDATE SET
+         runs = usage_agents.runs + 1,
+         ${ADD_SUMS("usage_agents")}`,
+    )
+    .bind(a.day, a.agentId, a.model ?? "", a.channel ?? "", ...sums(a.usage), a.runId);
+}
+
+function sessionRollup(db: D1Database, a: UsageAddition): D1PreparedStatement {
   return db
     .prepare(
       `INSERT INTO usage_daily (day, session_key, model, agent_id, channel, runs, model_calls,
@@ -35,29 +81,9 @@ export function usageRollupStatement(db: D1Database, a: UsageAddition): D1Prepar
        ON CONFLICT (day, session_key, model) DO UPDATE SET
          channel = coalesce(excluded.channel, usage_daily.channel),
          runs = usage_daily.runs + 1,
-         model_calls = usage_daily.model_calls + excluded.model_calls,
-         input_tokens = usage_daily.input_tokens + excluded.input_tokens,
-         output_tokens = usage_daily.output_tokens + excluded.output_tokens,
-         cache_read_tokens = usage_daily.cache_read_tokens + excluded.cache_read_tokens,
-         cache_write_tokens = usage_daily.cache_write_tokens + excluded.cache_write_tokens,
-         cost_usd = usage_daily.cost_usd + excluded.cost_usd,
-         unpriced_calls = usage_daily.unpriced_calls + excluded.unpriced_calls`,
+         ${ADD_SUMS("usage_daily")}`,
     )
-    .bind(
-      a.day,
-      a.sessionKey,
-      a.model ?? "",
-      a.agentId,
-      a.channel,
-      u.modelCalls ?? 0,
-      u.inputTokens,
-      u.outputTokens,
-      u.cacheReadTokens ?? 0,
-      u.cacheWriteTokens ?? 0,
-      u.costUsd ?? 0,
-      u.unpricedCalls ?? 0,
-      a.runId,
-    );
+    .bind(a.day, a.sessionKey, a.model ?? "", a.agentId, a.channel, ...sums(a.usage), a.runId);
 }
 
 export type UsageGroup = "day" | "agent" | "model" | "channel" | "session";
@@ -127,8 +153,10 @@ export async function summarizeUsage(
     params.push(filter.sessionKey);
   }
   const group = GROUP_COLUMNS[groupBy];
+  // What names no session reads the per-agent table (channel is '' there, never null).
+  const table = groupBy === "session" || filter.sessionKey !== undefined ? "usage_daily" : "usage_agents";
   const sql = `SELECT ${group} AS "group", ${SUMS.map(([k, c]) => `SUM(${c}) AS "${k}"`).join(", ")}
-    FROM usage_daily WHERE ${where.join(" AND ")} GROUP BY 1`;
+    FROM ${table} WHERE ${where.join(" AND ")} GROUP BY 1`;
   const parts = await Promise.all(
     allDatabases(env).map(
       async (db) =>
@@ -170,10 +198,12 @@ export async function agentSpend(
   env: Env,
   q: { agentId: string; sessionKey: string; today: string; monthStart: string },
 ): Promise<{ agentDay: number; agentMonth: number; sessionDay: number }> {
-  const sql = `SELECT coalesce(SUM(cost_usd), 0) AS month,
-      coalesce(SUM(CASE WHEN day = ?2 THEN cost_usd END), 0) AS day,
-      coalesce(SUM(CASE WHEN day = ?2 AND session_key = ?3 THEN cost_usd END), 0) AS session
-    FROM usage_daily WHERE day >= ?1 AND day <= ?2 AND agent_id = ?4`;
+  // The agent's from the per-agent table (a few rows a day), the session's from its own day's
+  // rows (a seek on the key's prefix): one statement per database.
+  const sql = `SELECT
+      (SELECT coalesce(SUM(cost_usd), 0) FROM usage_agents WHERE day >= ?1 AND day <= ?2 AND agent_id = ?4) AS month,
+      (SELECT coalesce(SUM(cost_usd), 0) FROM usage_agents WHERE day = ?2 AND agent_id = ?4) AS day,
+      (SELECT coalesce(SUM(cost_usd), 0) FROM usage_daily WHERE day = ?2 AND session_key = ?3) AS session`;
   const parts = await Promise.all(
     allDatabases(env).map((db) =>
       db
@@ -193,7 +223,7 @@ export async function agentsSpend(
 ): Promise<Map<string, { day: number; month: number }>> {
   const sql = `SELECT agent_id AS agentId, coalesce(SUM(cost_usd), 0) AS month,
       coalesce(SUM(CASE WHEN day = ?2 THEN cost_usd END), 0) AS day
-    FROM usage_daily WHERE day >= ?1 AND day <= ?2 GROUP BY agent_id`;
+    FROM usage_agents WHERE day >= ?1 AND day <= ?2 GROUP BY agent_id`;
   const parts = await Promise.all(
     allDatabases(env).map(
       async (db) =>

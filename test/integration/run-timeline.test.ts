@@ -9,7 +9,7 @@
 import { abortAllDurableObjects, runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, describe, expect, it } from "vitest";
-import { usageRollupStatement } from "../../src/db/usage";
+import { usageRollupStatements } from "../../src/db/usage";
 import { localDay } from "../../src/time/zones";
 import type { TimelineSpan } from "../../src/transcript/message";
 import {
@@ -201,8 +201,8 @@ describe("a reached budget across a crash", () => {
     expect(await waitRun(warm.runId)).toMatchObject({ status: "ok" });
     await drain(key);
     // Today's spend of this session reaches its budget (as runs' finalizes add it).
-    await env.DB.batch([
-      usageRollupStatement(env.DB, {
+    await env.DB.batch(
+      usageRollupStatements(env.DB, {
         runId: "budget-crash-spent",
         day: localDay(Date.now(), "UTC"),
         sessionKey: key,
@@ -218,7 +218,7 @@ describe("a reached budget across a crash", () => {
           costUsd: 0.02,
         },
       }),
-    ]);
+    );
     const calls = w.requests.length;
 
     // D1 takes the run's accept and start, then refuses its finalize: the process dies.

@@ -9,7 +9,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { runRecordsStatement } from "../../src/db/run-records";
-import { usageRollupStatement } from "../../src/db/usage";
+import { usageRollupStatements } from "../../src/db/usage";
 import { localDay } from "../../src/time/zones";
 import {
   CONNECTORS,
@@ -210,12 +210,17 @@ describe("usage.summary", () => {
       },
     };
     for (let i = 0; i < 3; i++)
-      await db.batch([usageRollupStatement(db, addition), runRecordsStatement(db, [run])]);
+      await db.batch([...usageRollupStatements(db, addition), runRecordsStatement(db, [run])]);
     const row = await db
       .prepare("SELECT runs, model_calls, cost_usd FROM usage_daily WHERE session_key = ?")
       .bind(run.sessionKey)
       .first();
     expect(row).toEqual({ runs: 1, model_calls: 1, cost_usd: 0.5 });
+    const agents = await db
+      .prepare("SELECT runs, model_calls, cost_usd, channel FROM usage_agents WHERE day = ? AND agent_id = ?")
+      .bind(addition.day, addition.agentId)
+      .first();
+    expect(agents).toEqual({ runs: 1, model_calls: 1, cost_usd: 0.5, channel: "" });
   });
 
   it("refuses a bad range or grouping, naming the field", async () => {

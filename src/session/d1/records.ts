@@ -34,7 +34,7 @@ import {
 import { bindSessionKey, insertDeadRecordStatement, runRecordsStatement } from "../../db/run-records";
 import { recordDeliveriesStatement, recordDeliveryStatement } from "../../db/runs";
 import type { runs } from "../../db/schema";
-import { type UsageAddition, usageRollupStatement } from "../../db/usage";
+import { type UsageAddition, usageRollupStatements } from "../../db/usage";
 import type { DeliveryPayload } from "../../delivery/deliver";
 import type { UnrecordedOutcome } from "../../delivery/outbox";
 import { deliveryRow } from "../../delivery/rows";
@@ -286,7 +286,7 @@ export function d1Records(
       // The usage rollup's addition goes before the run's row ends (it adds only until then).
       await write([
         ...(entry ? entryStatements(e, entry, run.createdAt) : []),
-        ...(usage ? [usageRollupStatement(e, usage)] : []),
+        ...(usage ? usageRollupStatements(e, usage) : []),
         runRecordsStatement(e, [{ ...run, ...end }]),
         ...appendMessageStatements(e, run.sessionId, messages),
       ]);

@@ -7,11 +7,26 @@
  * The reply edits that original response, further parts are follow-ups (2000 characters each);
  * once the interaction token's 15 minutes are over, it is posted to the channel with the bot
  * token.
+ *
+ * Posts outside an interaction (announcements, notices, job output) go with the bot token to
+ * what a delivery's `to` names (`addressOf`): a channel, or a user. A user is written to in the
+ * bot's DM channel with them, which is not the user's id: a DM interaction's `channel_id` is that
+ * channel, kept on the session's route (`postTo`); for a `user:<id>` with no channel known (a cron
+ * job's or a hook's `to`), the DM is opened first (`openDm`).
  */
 import { z } from "zod";
 import type { DiscordConfig } from "../config/connectors";
 import type { InboundMessage } from "./inbound-message";
-import { brief, callApi, classifyStatus, isFailure, postParts, retryAfterHeader } from "./platform-api";
+import {
+  type ApiAnswer,
+  brief,
+  callApi,
+  classifyStatus,
+  isFailure,
+  type PartFailure,
+  postParts,
+  retryAfterHeader,
+} from "./platform-api";
 import { splitText } from "./split";
 import type { Account, PlatformConnector, PlatformMessage, Received, Secrets } from "./types";
 
@@ -21,6 +36,10 @@ const MAX_CHARS = 2000;
 /** An interaction token lasts 15 minutes; past 14, the bot token posts instead. */
 export const TOKEN_LIFETIME_MS = 14 * 60_000;
 const EPHEMERAL = 64;
+/** An interaction's `context`: a private channel of the user's own, where the bot is no member. */
+const PRIVATE_CHANNEL = 2;
+/** Discord's JSON error code for a channel it does not know. */
+const UNKNOWN_CHANNEL = 10003;
 
 type App = Account<DiscordConfig>;
 
@@ -36,6 +55,8 @@ interface Interaction {
   type: number;
   token?: string;
   application_id?: string;
+  /** 0 a guild, 1 the bot's DM, 2 a private channel (a user-installed app elsewhere). */
+  context?: number;
   guild_id?: string;
   channel_id?: string;
   channel?: { id?: string; name?: string };
@@ -44,14 +65,37 @@ interface Interaction {
   data?: { name?: string; options?: Array<{ name?: string; value?: unknown }> };
 }
 
-/** What a reply needs that the route does not carry: the interaction's token, time and channel. */
-/** An interaction's reply context, kept with the run's route and its outbox row. */
+/**
+ * What a reply needs that the route does not carry: the interaction's token, time and channel;
+ * kept with the run's route and its outbox row, not in D1.
+ */
 const ReplyContextSchema = z.looseObject({
   token: z.string(),
   at: z.number(),
   channelId: z.string().optional(),
 });
 type ReplyContext = z.infer<typeof ReplyContextSchema>;
+
+/** Discord's error body (discord.com/developers/docs/topics/opcodes-and-status-codes). */
+interface DiscordError {
+  message?: string;
+  code?: number;
+  retry_after?: number;
+}
+
+/**
+ * What a delivery's `to` names: `user:<id>` a user (posted to in the bot's DM channel with them),
+ * `channel:<id>` or a bare id a channel (a guild's, or a DM channel a session's route keeps). A
+ * bare id is never taken for a user: a Discord id does not say what it names, and a guild
+ * channel's id is what the routes of guild chats and existing job configs hold.
+ */
+export type DiscordAddress = { kind: "user"; id: string } | { kind: "channel"; id: string };
+
+export function addressOf(to: string): DiscordAddress {
+  const m = /^(user|channel):(.+)$/.exec(to);
+  if (m?.[1] === "user") return { kind: "user", id: m[2] as string };
+  return { kind: "channel", id: m?.[2] ?? to };
+}
 
 function hexBytes(hex: string): Uint8Array {
   const out = new Uint8Array(hex.length / 2);
@@ -108,7 +152,13 @@ export function normalizeDiscord(i: Interaction, app: App, now: number): Platfor
   inbound.timestamp = now;
   const context: ReplyContext = { token: i.token, at: now, ...(channelId ? { channelId } : {}) };
   // A command is addressed to the bot: it counts as a mention.
-  return { inbound, mentioned: true, replyContext: JSON.stringify(context) };
+  const message: PlatformMessage = { inbound, mentioned: true, replyContext: JSON.stringify(context) };
+  // A DM's posts go to the bot's DM channel with the user, not to the user's id: the channel of a
+  // command in the bot's DM is it. In a private channel of the user's own the bot cannot post,
+  // so outside the interaction its DM with the user is opened instead.
+  if (!i.guild_id)
+    message.postTo = channelId && i.context !== PRIVATE_CHANNEL ? channelId : `user:${user.id}`;
+  return message;
 }
 
 function contextOf(raw: string | undefined): ReplyContext | undefined {
@@ -128,6 +178,50 @@ function base(app: App): string {
 function botHeaders(app: App, secrets: Secrets): Record<string, string> {
   const token = app.botTokenEnv ? secrets[app.botTokenEnv] : undefined;
   return { "content-type": "application/json", ...(token ? { authorization: `Bot ${token}` } : {}) };
+}
+
+/** Discord's own wait on a 429: `Retry-After`, else the body's `retry_after` (seconds). */
+function waitOf(a: ApiAnswer, r: DiscordError): number | undefined {
+  return (
+    retryAfterHeader(a.headers) ?? (r.retry_after !== undefined ? Math.ceil(r.retry_after * 1000) : undefined)
+  );
+}
+
+/** Why nothing can post without the bot token, naming the setting that gives it. */
+function noBotToken(app: App, inInteraction: boolean): string {
+  const why = inInteraction
+    ? "the interaction token has expired"
+    : "a post outside an interaction (a DM, a notice, job output) needs the bot token";
+  const fix = app.botTokenEnv
+    ? `its secret ${app.botTokenEnv} (botTokenEnv) is not set`
+    : "no botTokenEnv is configured";
+  return `${why}, and ${fix}: nothing can post this`;
+}
+
+/**
+ * The bot's DM channel with a user: `POST /users/@me/channels {recipient_id}` with the bot token
+ * answers the DM channel (the one there is, if there is one), whose `id` messages are posted to.
+ * A refusal (an unknown user, one the bot may not write to) is dead with Discord's reason.
+ *
+ * Opened once per attempt of a delivery, not remembered past it: Discord answers the same
+ * channel every time, so a retry that opens it again posts to the same place, and `partsSent`
+ * alone decides which parts are still owed. Remembering it would take a cache (not shown to pay
+ * for one call per job output) or a connector writing the session's state, which it never does;
+ * a session's DMs need no opening at all, their route keeps the channel.
+ */
+async function openDm(app: App, secrets: Secrets, userId: string): Promise<string | PartFailure> {
+  const what = `Discord (opening the DM with user ${userId})`;
+  const a = await callApi(`${base(app)}/users/@me/channels`, {
+    method: "POST",
+    headers: botHeaders(app, secrets),
+    body: JSON.stringify({ recipient_id: userId }),
+  });
+  if (isFailure(a)) return a;
+  const r = (a.json ?? {}) as DiscordError & { id?: unknown };
+  const refused = classifyStatus(a, what, brief(r.message ?? a.text), waitOf(a, r));
+  if (refused) return refused;
+  if (typeof r.id === "string" && r.id) return r.id;
+  return { ok: false, error: `${what} answered ${a.status} without a channel id` };
 }
 
 export const discord: PlatformConnector<DiscordConfig> = {
@@ -172,48 +266,52 @@ export const discord: PlatformConnector<DiscordConfig> = {
 
   async send(out, app, secrets, onPart) {
     const context = contextOf(out.replyContext);
+    const address = addressOf(out.to);
     // The interaction's webhook while its token lasts; then (or once Discord says it is no
     // longer valid) the channel, with the bot token.
     let viaHook = !!context && Date.now() - context.at < TOKEN_LIFETIME_MS;
     const hasBot = !!app.botTokenEnv && !!secrets[app.botTokenEnv];
-    const post = async (content: string, i: number) => {
-      let url: string;
-      let method = "POST";
-      let headers: Record<string, string> = { "content-type": "application/json" };
+    // The channel the bot token posts in: a channel's own id (for an interaction's reply, the
+    // channel it came from), or a user's DM channel, opened when this attempt first needs it.
+    let channelId = address.kind === "channel" ? (context?.channelId ?? address.id) : undefined;
+    const post = async (content: string, i: number): Promise<{ a: ApiAnswer | PartFailure; via: string }> => {
+      const body = JSON.stringify({ content });
       if (viaHook && context) {
         const hook = `${base(app)}/webhooks/${app.applicationId}/${context.token}`;
         // The deferred response is the first part; the rest follow it.
-        [url, method] = i === 0 ? [`${hook}/messages/@original`, "PATCH"] : [hook, "POST"];
-      } else {
-        url = `${base(app)}/channels/${context?.channelId ?? out.to}/messages`;
-        headers = botHeaders(app, secrets);
+        const [url, method] = i === 0 ? [`${hook}/messages/@original`, "PATCH"] : [hook, "POST"];
+        const a = await callApi(url, { method, headers: { "content-type": "application/json" }, body });
+        return { a, via: "interaction webhook" };
       }
-      const a = await callApi(url, { method, headers, body: JSON.stringify({ content }) });
-      return { a, via: viaHook ? "interaction webhook" : "channel" };
+      if (channelId === undefined) {
+        const opened = await openDm(app, secrets, address.id);
+        if (typeof opened !== "string") return { a: opened, via: "DM" };
+        channelId = opened;
+      }
+      const a = await callApi(`${base(app)}/channels/${channelId}/messages`, {
+        method: "POST",
+        headers: botHeaders(app, secrets),
+        body,
+      });
+      return { a, via: address.kind === "user" ? "DM channel" : "channel" };
     };
     return postParts(
       splitText(out.text, MAX_CHARS),
       out.partsSent,
       async (content, i) => {
-        if (!viaHook && !hasBot) {
-          return {
-            ok: false,
-            error:
-              "the interaction token has expired and no bot token is set (botTokenEnv): nothing can post this",
-            permanent: true,
-          };
-        }
+        if (!viaHook && !hasBot) return { ok: false, error: noBotToken(app, !!context), permanent: true };
         let { a, via } = await post(content, i);
         if (!isFailure(a) && viaHook && (a.status === 401 || a.status === 404) && hasBot) {
           viaHook = false;
           ({ a, via } = await post(content, i));
         }
         if (isFailure(a)) return a;
-        const r = (a.json ?? {}) as { message?: string; retry_after?: number };
-        const wait =
-          retryAfterHeader(a.headers) ??
-          (r.retry_after !== undefined ? Math.ceil(r.retry_after * 1000) : undefined);
-        return classifyStatus(a, `Discord (${via})`, brief(r.message ?? a.text), wait);
+        const r = (a.json ?? {}) as DiscordError;
+        let reason = brief(r.message ?? a.text);
+        // A bare id Discord has no channel for is most likely a user's: say how to name one.
+        if (via === "channel" && a.status === 404 && r.code === UNKNOWN_CHANNEL)
+          reason += ` (to write to a user in their DMs, address them as user:<id>)`;
+        return classifyStatus(a, `Discord (${via})`, reason, waitOf(a, r));
       },
       onPart,
     );

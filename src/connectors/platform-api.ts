@@ -18,7 +18,8 @@ export interface ApiAnswer {
 }
 
 export type Failure = Extract<SendResult, { ok: false }>;
-type PartFailure = Omit<Failure, "partsSent">;
+/** A failure of one call, before postParts says how many parts went out. */
+export type PartFailure = Omit<Failure, "partsSent">;
 
 /** Calls the platform; a network failure or timeout is a retryable failure. */
 export async function callApi(url: string, init: RequestInit): Promise<ApiAnswer | PartFailure> {

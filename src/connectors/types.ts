@@ -38,6 +38,11 @@ export interface PlatformMessage {
   replyTo?: string;
   /** What the sender needs to answer it that the route does not say (an interaction token). */
   replyContext?: string;
+  /**
+   * Where the chat's posts go when that is not its peer or group id, kept on the session's route
+   * (no secrets: it is stored in D1): a Discord DM is the user's DM channel, not the user.
+   */
+  postTo?: string;
 }
 
 /** A message to post that is not a run's reply: a short notice answering what was not run. */

@@ -16,9 +16,15 @@ const num = z.number();
 /** Where a session's replies go (sessions.delivery_context). */
 export interface DeliveryContext {
   channel: string;
+  /** The peer or group the chat is with, as keys and listings name it. */
   to: string;
   accountId: string;
   threadId?: string;
+  /**
+   * Where its connector posts, when that is not `to` (connectors/types.ts `PlatformMessage`): a
+   * Discord DM's channel. A delivery made on this route is addressed there.
+   */
+  postTo?: string;
 }
 
 /** Where a session's messages came from (sessions.origin). */
@@ -45,6 +51,7 @@ export const DeliveryContextSchema: z.ZodType<DeliveryContext> = z.looseObject({
   to: str,
   accountId: str,
   threadId: str.optional(),
+  postTo: str.optional(),
 });
 
 export const OriginSchema: z.ZodType<Origin> = z.looseObject({

@@ -32,7 +32,16 @@ export function deliveryUnderPolicy(
     policy,
   );
   if (verdict === "deny") return undefined;
-  return payloadOf({ deliveryId, kind: out.kind, sessionKey, text: out.text, ...route });
+  // A delivery is addressed where its connector posts (a Discord DM's channel, not its user), so
+  // its `deliveries` row alone is enough to attempt it again (`deliveries.retry`).
+  return payloadOf({
+    deliveryId,
+    kind: out.kind,
+    sessionKey,
+    text: out.text,
+    ...route,
+    to: route.postTo ?? route.to,
+  });
 }
 
 /**

@@ -92,6 +92,7 @@ export const connectors = new Hono<{ Bindings: Env }>()
           waitUntil,
           ...(m.replyTo ? { replyTo: m.replyTo } : {}),
           ...(m.replyContext ? { replyContext: m.replyContext } : {}),
+          ...(m.postTo ? { postTo: m.postTo } : {}),
         },
       );
     }

@@ -41,6 +41,8 @@ export interface InboundContext {
   replyTo?: string;
   /** What the connector's sender needs to answer it (an interaction token), kept out of D1. */
   replyContext?: string;
+  /** Where the chat's posts go when that is not its peer or group id (a Discord DM's channel). */
+  postTo?: string;
   /** The message mentions the bot or replies to it (`groups.requireMention`). */
   mentioned?: boolean;
   /** Work that may outlast the answer (a pairing notice). */
@@ -138,6 +140,7 @@ export async function acceptInbound(
       accountId,
       to,
       ...(msg.threadId ? { threadId: msg.threadId } : {}),
+      ...(target.postTo ? { postTo: target.postTo } : {}),
       replyToMessageId: target.replyTo ?? msg.messageId,
       ...(target.replyContext ? { replyContext: target.replyContext } : {}),
     },
@@ -197,7 +200,7 @@ async function refuse(
     sessionKey: r.sessionKey,
     channel: r.channel,
     accountId: r.accountId,
-    to: r.msg.from,
+    to: target.postTo ?? r.msg.from,
     text: pairingNotice(code),
     replyToMessageId: target.replyTo ?? r.msg.messageId,
   };

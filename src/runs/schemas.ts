@@ -158,6 +158,7 @@ export const DeliveryRouteSchema: z.ZodType<DeliveryRoute> = z.looseObject({
   to: str,
   accountId: str,
   threadId: str.optional(),
+  postTo: str.optional(),
   replyToMessageId: str.optional(),
   replyContext: str.optional(),
 });

@@ -3,8 +3,9 @@
  * Slack, Discord and WhatsApp, a conversation of two messages signed exactly as the platform
  * signs them, answered through a fake of the platform's API on 127.0.0.1; the platform's retry
  * of the same event runs nothing twice; the platform's API failing for a while and then
- * recovering loses nothing and doubles nothing; and a stranger on a pairing connector gets one
- * notice until an operator approves them.
+ * recovering loses nothing and doubles nothing; a stranger on a pairing connector gets one
+ * notice until an operator approves them; and Discord DMs outside an interaction are posted in
+ * the DM channel, opened first when only the user is known.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FakePlatform } from "../support/platform-fakes.ts";
@@ -33,6 +34,9 @@ import { type PlatformServer, startPlatformServer } from "./support/platform-ser
 let gw: Gateway;
 let server: PlatformServer;
 const { telegram, slack, discord, whatsapp } = platformFakes();
+/** A Discord user a scheduled job writes to in their DMs (`user:<id>`). */
+const DIGEST_USER = "1600000000000000043";
+const MIN = 60_000;
 
 beforeAll(async () => {
   server = await startPlatformServer({
@@ -49,6 +53,16 @@ beforeAll(async () => {
       // minute's outage is test/unit/delivery-backoff); a platform's retry-after is its own.
       delivery: { baseDelayMs: 250 },
       connectors: { ...platformConnectors(base), tgpair: telegramBot(base("telegram")) },
+      cron: {
+        jobs: [
+          {
+            id: "e2e-dm-digest",
+            schedule: "* * * * *",
+            message: "digest",
+            deliver: { channel: "discord", to: `user:${DIGEST_USER}` },
+          },
+        ],
+      },
     },
     vars: VARS,
   });
@@ -283,6 +297,45 @@ describe("Discord", () => {
     ]);
     expect(await historyOf(key)).toHaveLength(4);
     await deliveredOnce(key, 2);
+  });
+
+  it("a DM outside an interaction: a reply on a DM session's route goes to its DM channel; a job's output to user:<id> opens the DM first", async () => {
+    const user = "1600000000000000042";
+    const dmChannel = "1700000000000000042";
+    discord.addUser(user, { dmChannelId: dmChannel });
+    const digest = discord.addUser(DIGEST_USER);
+    const key = `agent:main:discord:dm:${user}`;
+    const from = discord.calls.length;
+    await post(
+      "discord",
+      await discordRequest(
+        discordCommand({ applicationId: APP_ID, user, text: "hello", channelId: dmChannel }),
+      ),
+    );
+    await deliveredOnce(key, 1);
+    // The operator's message on the session's route: no interaction to answer through.
+    await gw.call("chat.send", { sessionKey: key, message: "are you there?", deliver: true });
+    await deliveredOnce(key, 2);
+    // The job's minute, as Cloudflare's trigger fires it (far from the real clock's minutes).
+    const minute = Math.ceil(Date.now() / MIN) * MIN + 30 * MIN;
+    const res = await gw.fetch(
+      `/cdn-cgi/local/scheduled?cron=${encodeURIComponent("* * * * *")}&time=${minute}`,
+    );
+    expect(res.status).toBe(200);
+    await res.text();
+    const [job] = await deliveredOnce("cron:e2e-dm-digest", 1);
+    expect(job).toMatchObject({ to: `user:${DIGEST_USER}`, attempts: 1 });
+
+    const calls = discord.calls.slice(from).map((c) => [c.method, c.path, c.status, c.body.content]);
+    expect(calls).toEqual([
+      ["PATCH", expect.stringMatching(/\/messages\/@original$/), 200, "echo: hello"],
+      ["POST", `/channels/${dmChannel}/messages`, 200, "echo: are you there?"],
+      ["POST", "/users/@me/channels", 200, undefined],
+      ["POST", `/channels/${digest.dmChannelId}/messages`, 200, "echo: digest"],
+    ]);
+    expect(discord.calls.slice(from).find((c) => c.path === "/users/@me/channels")?.body).toEqual({
+      recipient_id: DIGEST_USER,
+    });
   });
 });
 

@@ -3,12 +3,16 @@
  * inbound pipeline to a reply posted through the platform's API (fakes written from the
  * platforms' documentation, test/support/platform-fakes.ts), with its session key, its thread or
  * topic, dedupe of the platform's retries, access rules (pairing, requireMention), long replies
- * split at the platform's limit, and the platform's failures classified.
+ * split at the platform's limit, the platform's failures classified, and Discord's posts outside
+ * an interaction (announcements, notices, job output) in DM channels, never to a user's id.
  */
 import { createExecutionContext, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { loadConfig } from "../../src/config/load";
+import { runDueJobs } from "../../src/cron/jobs";
 import { app } from "../../src/http/app";
+import type { Announcement } from "../../src/session/flows/handoff";
 import type { FakePlatform, fakeDiscord } from "../support/platform-fakes";
 import {
   discordCommand,
@@ -467,6 +471,222 @@ describe("Discord", () => {
       headers: expect.objectContaining({ authorization: `Bot ${VARS.DISCORD_BOT_TOKEN}` }),
       body: { content: "echo: late answer" },
     });
+  });
+});
+
+describe("Discord: posts outside an interaction", () => {
+  const bot = { authorization: `Bot ${VARS.DISCORD_BOT_TOKEN}` };
+  const opens = () => discord.calls.filter((c) => c.path === "/users/@me/channels");
+  const announcement = (text: string): Announcement => ({
+    id: `${crypto.randomUUID()}:announcement`,
+    text,
+    sourceSessionKey: "agent:main:subagent:child",
+    init: { agentId: "main", kind: "direct", chatType: "direct", channel: "discord" },
+  });
+
+  /** A DM with the bot by slash command, answered through the interaction; the session is recorded. */
+  async function dmSession(user: string, dmChannel: string) {
+    const key = `agent:main:discord:dm:${user}`;
+    await prepare(key);
+    discord.addUser(user, { dmChannelId: dmChannel });
+    await post(
+      "/connectors/discord",
+      await discordRequest(discordCommand({ applicationId: APP_ID, user, text: "hi", channelId: dmChannel })),
+    );
+    await eventually(async () => posted(discord).length === 1);
+    await drain(key);
+    return key;
+  }
+
+  /** Runs `job` for the minute of `at` (the trigger's work, as runScheduled does it). */
+  async function runJob(job: Record<string, unknown>, at: number, vars: Record<string, unknown> = VARS) {
+    const config = { ...CONFIG, cron: { jobs: [job] } };
+    await changeActorEnv(`cron:${job.id}`, { config, vars });
+    const e = { ...ENV, SWITCHBOARD_CONFIG: configText(config) } as Env;
+    const out = await runDueJobs(e, loadConfig(e), at);
+    expect(out.queued).toHaveLength(1);
+  }
+
+  async function deliveriesOf(key: string) {
+    await drain(key);
+    const list = await rpc<{ deliveries: Array<Record<string, unknown>> }>("deliveries.list", {
+      sessionKey: key,
+    });
+    return list.payload.deliveries;
+  }
+
+  it("an announcement, a notice and a reply to a DM session go to the DM channel its interaction gave, opened by nobody", async () => {
+    const user = "1600000000000000301";
+    const dmChannel = "1700000000000000301";
+    const key = await dmSession(user, dmChannel);
+    expect(await actor(key).postAnnouncement(key, announcement("Status: ok"))).toEqual({ delivered: true });
+    // An operator's command, answered as a notice, and a message, answered as a reply, on the
+    // session's route: neither has an interaction to answer through.
+    expect((await rpc("chat.send", { sessionKey: key, message: "/status", deliver: true })).ok).toBe(true);
+    await eventually(async () => posted(discord).length === 3);
+    expect((await rpc("chat.send", { sessionKey: key, message: "still there?", deliver: true })).ok).toBe(
+      true,
+    );
+    await eventually(async () => posted(discord).length === 4);
+
+    const outside = posted(discord).slice(1);
+    expect(outside.map((c) => [c.method, c.path])).toEqual(
+      Array.from({ length: 3 }, () => ["POST", `/channels/${dmChannel}/messages`]),
+    );
+    expect(outside.every((c) => c.headers.authorization === bot.authorization)).toBe(true);
+    expect(outside[0]?.body.content).toBe("Status: ok");
+    expect(outside[2]?.body.content).toBe("echo: still there?");
+    expect(opens()).toEqual([]);
+    // Nothing was ever posted to the user's id as if it were a channel.
+    expect(discord.calls.some((c) => c.path === `/channels/${user}/messages`)).toBe(false);
+    const deliveries = await deliveriesOf(key);
+    expect(deliveries.filter((d) => d.kind !== "reply" || d.text !== "echo: hi")).toEqual(
+      Array.from({ length: 3 }, () => expect.objectContaining({ status: "delivered", to: dmChannel })),
+    );
+    // The session's route keeps the user as its peer and the DM channel as where it is posted.
+    const entry = await rpc<{ deliveryContext: unknown }>("sessions.get", { key });
+    expect(entry.payload.deliveryContext).toMatchObject({ to: user, postTo: dmChannel });
+  });
+
+  it("an announcement to a guild channel's session is posted in that channel, as before", async () => {
+    const key = "agent:main:discord:channel:1300000000000000302";
+    await prepare(key);
+    await post(
+      "/connectors/discord",
+      await discordRequest(
+        discordCommand({
+          applicationId: APP_ID,
+          user: "1500000000000000302",
+          text: "hi",
+          channelId: "1300000000000000302",
+          guildId: "1400000000000000001",
+        }),
+      ),
+    );
+    await eventually(async () => posted(discord).length === 1);
+    await drain(key);
+    await actor(key).postAnnouncement(key, {
+      ...announcement("Status: ok"),
+      init: { agentId: "main", kind: "group", chatType: "channel", channel: "discord" },
+    });
+    await eventually(async () => posted(discord).length === 2);
+    expect(posted(discord)[1]).toMatchObject({
+      method: "POST",
+      path: "/channels/1300000000000000302/messages",
+      headers: expect.objectContaining(bot),
+    });
+    expect(opens()).toEqual([]);
+  });
+
+  it("a job's output to user:<id> opens the DM with the bot token and posts there, each time it is delivered", async () => {
+    const user = "1600000000000000303";
+    const { dmChannelId } = discord.addUser(user);
+    const job = {
+      id: "dm-digest",
+      schedule: "* * * * *",
+      message: "digest",
+      deliver: { channel: "discord", to: `user:${user}` },
+    };
+    const minute = Math.floor(Date.now() / 60_000) * 60_000;
+    await runJob(job, minute + 1_000);
+    await eventually(async () => posted(discord).length === 1);
+    await runJob(job, minute + 61_000);
+    await eventually(async () => posted(discord).length === 2);
+
+    // Opened before each delivery's post (Discord answers the same channel): the job's route has
+    // no DM channel to keep, and an attempt keeps it no longer than itself.
+    expect(discord.calls.map((c) => [c.method, c.path, c.status])).toEqual([
+      ["POST", "/users/@me/channels", 200],
+      ["POST", `/channels/${dmChannelId}/messages`, 200],
+      ["POST", "/users/@me/channels", 200],
+      ["POST", `/channels/${dmChannelId}/messages`, 200],
+    ]);
+    expect(
+      opens().every((c) => c.body.recipient_id === user && c.headers.authorization === bot.authorization),
+    ).toBe(true);
+    expect(posted(discord).map((c) => c.body.content)).toEqual(["echo: digest", "echo: digest"]);
+    expect(await deliveriesOf("cron:dm-digest")).toEqual([
+      expect.objectContaining({ status: "delivered", to: `user:${user}`, attempts: 1 }),
+      expect.objectContaining({ status: "delivered", to: `user:${user}`, attempts: 1 }),
+    ]);
+  });
+
+  it("without the bot token, a job's DM is dead at once, naming botTokenEnv; nothing is called", async () => {
+    const user = "1600000000000000304";
+    discord.addUser(user);
+    const job = {
+      id: "dm-no-token",
+      schedule: "* * * * *",
+      message: "x",
+      deliver: { channel: "discord", to: `user:${user}` },
+    };
+    await runJob(job, Date.now(), { ...VARS, DISCORD_BOT_TOKEN: undefined });
+    const [dead] = await eventually(async () => {
+      const d = await deliveriesOf("cron:dm-no-token");
+      return d.length === 1 && d[0]?.status === "dead" && d;
+    });
+    expect(dead).toMatchObject({
+      attempts: 1,
+      lastError: expect.stringContaining("DISCORD_BOT_TOKEN (botTokenEnv)"),
+    });
+    expect(discord.calls).toEqual([]);
+  });
+
+  it("Discord refusing the DM is dead at once with its reason; a user's bare id is never posted to as a channel", async () => {
+    const stranger = "1600000000000000305";
+    const closed = "1600000000000000306";
+    const closedUser = discord.addUser(closed, { dmsClosed: true });
+    discord.addUser("1600000000000000307");
+    const at = Date.now();
+    const jobs = [
+      {
+        id: "dm-stranger",
+        schedule: "* * * * *",
+        message: "x",
+        deliver: { channel: "discord", to: `user:${stranger}` },
+      },
+      {
+        id: "dm-closed",
+        schedule: "* * * * *",
+        message: "x",
+        deliver: { channel: "discord", to: `user:${closed}` },
+      },
+      {
+        id: "dm-bare",
+        schedule: "* * * * *",
+        message: "x",
+        deliver: { channel: "discord", to: "1600000000000000307" },
+      },
+    ];
+    for (const job of jobs) await runJob(job, at);
+    const deadOf = (key: string) =>
+      eventually(async () => {
+        const d = await deliveriesOf(key);
+        return d[0]?.status === "dead" && d[0];
+      });
+    expect(await deadOf("cron:dm-stranger")).toMatchObject({
+      attempts: 1,
+      lastError: `Discord (opening the DM with user ${stranger}) answered 400: Invalid Recipient(s)`,
+    });
+    expect(await deadOf("cron:dm-closed")).toMatchObject({
+      attempts: 1,
+      lastError: "Discord (DM channel) answered 403: Cannot send messages to this user",
+    });
+    // A bare id is a channel's: Discord has none by a user's id, and says so; the error says how
+    // to name a user.
+    expect(await deadOf("cron:dm-bare")).toMatchObject({
+      attempts: 1,
+      lastError: expect.stringMatching(/answered 404: Unknown Channel .*user:<id>/),
+    });
+    expect(posted(discord)).toEqual([]);
+
+    // Once the user opens their DMs, the operator's retry opens the DM again and delivers it once.
+    closedUser.dmsClosed = false;
+    const [dead] = await deliveriesOf("cron:dm-closed");
+    expect((await rpc("deliveries.retry", { deliveryId: dead?.deliveryId })).ok).toBe(true);
+    await eventually(async () => posted(discord).length === 1);
+    expect(posted(discord)[0]).toMatchObject({ path: `/channels/${closedUser.dmChannelId}/messages` });
+    expect((await deliveriesOf("cron:dm-closed"))[0]).toMatchObject({ status: "delivered" });
   });
 });
 

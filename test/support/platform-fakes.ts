@@ -2,7 +2,8 @@
  * Fakes of the chat platforms' APIs, written from their public documentation: Telegram's Bot API
  * (`/bot<token>/sendMessage`, `sendChatAction`, `setWebhook`, `getMe`), Slack's Web API
  * (`chat.postMessage`, `auth.test`), Discord's HTTP API (interaction webhooks, channel messages,
- * command registration, `users/@me`) and WhatsApp's Cloud API (`/<phone number id>/messages`).
+ * DM channels, command registration, `users/@me`) and WhatsApp's Cloud API
+ * (`/<phone number id>/messages`).
  * Each answers as the platform does, success and error shapes alike, checks the credentials it
  * was given and the platform's length limits, and records every call. A test scripts failures:
  * the next N calls answer a status (a 429 with the platform's own wait, a 500), or every call
@@ -232,16 +233,33 @@ export function fakeSlack(
   );
 }
 
+/** A Discord user the fake knows: their DM channel with the bot, and whether they take DMs. */
+export interface DiscordUser {
+  dmChannelId: string;
+  dmsClosed: boolean;
+}
+
 /**
  * Discord's HTTP API (discord.com/developers/docs): interaction webhooks by token (a token can be
- * expired with `expire(token)`: 401 Invalid Webhook Token), channel messages with `Bot <token>`.
+ * expired with `expire(token)`: 401 Invalid Webhook Token), channel messages with `Bot <token>`,
+ * and DM channels. Users are known once `addUser` names them: `POST /users/@me/channels
+ * {recipient_id}` answers a known user's DM channel (the same one every time, as Discord does)
+ * and 400 Invalid Recipient(s) for anyone else; a user's id is no channel (posting to it is 404
+ * Unknown Channel), and a user whose DMs are closed makes posts to their DM channel 403 Cannot
+ * send messages to this user. Any other channel id is a guild channel the bot may post in.
  */
 export function fakeDiscord(
   applicationId: string,
   botToken: string,
-): FakePlatform & { expire(token: string): void; commands: unknown[] } {
+): FakePlatform & {
+  expire(token: string): void;
+  commands: unknown[];
+  addUser(id: string, opts?: { dmChannelId?: string; dmsClosed?: boolean }): DiscordUser;
+} {
   const expired = new Set<string>();
   const commands: unknown[] = [];
+  const users = new Map<string, DiscordUser>();
+  const unauthorized = { status: 401, body: { message: "401: Unauthorized", code: 0 } };
   const message = (content: string, channelId = "1") => ({
     id: String(ids++),
     channel_id: channelId,
@@ -272,19 +290,55 @@ export function fakeDiscord(
       const channel = /^\/channels\/(\d+)\/messages$/.exec(call.path);
       const authorized = call.headers.authorization === `Bot ${botToken}`;
       if (channel) {
-        if (!authorized) return { status: 401, body: { message: "401: Unauthorized", code: 0 } };
+        if (!authorized) return unauthorized;
+        const id = channel[1] as string;
+        if (users.has(id)) return { status: 404, body: { message: "Unknown Channel", code: 10003 } };
+        const recipient = [...users.values()].find((u) => u.dmChannelId === id);
+        if (recipient?.dmsClosed)
+          return { status: 403, body: { message: "Cannot send messages to this user", code: 50007 } };
         if (content.length > 2000) return tooLong;
-        return { status: 200, body: message(content, channel[1]) };
+        return { status: 200, body: message(content, id) };
+      }
+      // Create DM (discord.com/developers/docs/resources/user#create-dm): the DM channel object.
+      if (call.path === "/users/@me/channels" && call.method === "POST") {
+        if (!authorized) return unauthorized;
+        const recipient = call.body.recipient_id;
+        if (typeof recipient !== "string" || !/^\d+$/.test(recipient)) {
+          return {
+            status: 400,
+            body: {
+              code: 50035,
+              message: "Invalid Form Body",
+              errors: {
+                recipient_id: {
+                  _errors: [{ code: "NUMBER_TYPE_COERCE", message: "Value is not snowflake." }],
+                },
+              },
+            },
+          };
+        }
+        const user = users.get(recipient);
+        if (!user) return { status: 400, body: { message: "Invalid Recipient(s)", code: 50033 } };
+        return {
+          status: 200,
+          body: {
+            id: user.dmChannelId,
+            type: 1,
+            last_message_id: null,
+            flags: 0,
+            recipients: [{ id: recipient, username: `user${recipient.slice(-4)}`, global_name: null }],
+          },
+        };
       }
       if (call.path === `/applications/${applicationId}/commands` && call.method === "PUT") {
-        if (!authorized) return { status: 401, body: { message: "401: Unauthorized", code: 0 } };
+        if (!authorized) return unauthorized;
         commands.splice(0, commands.length, ...((call.body as unknown as unknown[]) ?? []));
         return { status: 200, body: call.body };
       }
       if (call.path === "/users/@me") {
         return authorized
           ? { status: 200, body: { id: "1100", username: "helper", bot: true } }
-          : { status: 401, body: { message: "401: Unauthorized", code: 0 } };
+          : unauthorized;
       }
       return { status: 404, body: { message: "404: Not Found", code: 0 } };
     },
@@ -300,7 +354,13 @@ export function fakeDiscord(
           }
         : { body: { message: "500: Internal Server Error", code: 0 } },
   );
-  return Object.assign(fake, { expire: (token: string) => expired.add(token), commands });
+  const addUser = (id: string, opts: { dmChannelId?: string; dmsClosed?: boolean } = {}) => {
+    const dmChannelId = opts.dmChannelId ?? `18${String(ids++).padStart(17, "0")}`;
+    const user = { dmChannelId, dmsClosed: opts.dmsClosed ?? false };
+    users.set(id, user);
+    return user;
+  };
+  return Object.assign(fake, { expire: (token: string) => expired.add(token), commands, addUser });
 }
 
 /** WhatsApp's Cloud API (Graph API): `/<phone number id>/messages` with a Bearer token; Graph errors. */

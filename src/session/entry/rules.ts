@@ -142,6 +142,7 @@ export function applyRoute(entry: SessionRow, req: EnqueueRequest): SessionRow {
       accountId: req.route.accountId,
     };
     if (req.route.threadId) ctx.threadId = req.route.threadId;
+    if (req.route.postTo) ctx.postTo = req.route.postTo;
     next.deliveryContext = ctx;
     next.lastChannel = req.route.channel;
     next.lastTo = req.route.to;

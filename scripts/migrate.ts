@@ -1,7 +1,7 @@
 /**
  * `npm run migrate`: applies the D1 migrations (migrations/) to every D1 database wrangler.toml
  * declares, so each database of `storage.d1` (SPEC §19) has the same schema. Local by default;
- * `--remote` applies them to the deployed databases (what `npm run deploy` does first);
+ * `--remote` applies them to the deployed databases (what `npm run deploy` does before deploying);
  * `--env <name>` takes the databases of that wrangler environment; `--config <file>` another
  * wrangler config. Stops at the first database wrangler fails on, naming it.
  *

@@ -15,7 +15,22 @@ export interface ModelLimits {
   contextTokens: number;
   /** Most tokens one call may generate; passed to the model as `maxOutputTokens` when known. */
   maxOutputTokens?: number;
+  /** The model takes images as input (SPEC §22). */
+  vision?: boolean;
 }
+
+/**
+ * Which built-in providers' models take images (SPEC §22), keyed as the catalog is: OpenAI's
+ * current chat models and every Claude do; o3-mini and o1-mini do not. Anything else (an
+ * `openai-compatible` server, Workers AI, echo) is told so by `models.providers.<p>.vision` or
+ * a `models.catalog` entry.
+ */
+export const BUILT_IN_VISION: Readonly<Record<string, boolean>> = Object.freeze({
+  "openai/*": true,
+  "openai/o1-mini": false,
+  "openai/o3-mini": false,
+  "anthropic/*": true,
+});
 
 export const BUILT_IN_CATALOG: Readonly<Record<string, ModelLimits>> = Object.freeze({
   // The echo model is local; 32k keeps compaction thresholds reachable in tests and demos.

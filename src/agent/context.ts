@@ -4,7 +4,37 @@
  * in-memory context only; stored rows are never rewritten.
  */
 import type { ModelMessage } from "ai";
-import { type TranscriptMessage, textOf } from "../transcript/message";
+import { type MediaPart, mediaLine, type TranscriptMessage, textOf } from "../transcript/message";
+
+/**
+ * The files of a turn's new messages as the model is given them (SPEC §22), loaded by the turn
+ * (session/run/media.ts): images for a model that sees, text files inline. A media part not in
+ * here (an earlier turn's, or one the model cannot take) is a line naming it.
+ */
+export interface MediaInputs {
+  images: ReadonlyMap<string, { data: Uint8Array; mediaType: string }>;
+  texts: ReadonlyMap<string, string>;
+}
+
+type UserContent = Exclude<Extract<ModelMessage, { role: "user" }>["content"], string>;
+
+/** A person's message: its text, then each file as the model may take it. */
+function userContent(m: TranscriptMessage, media: MediaInputs | undefined): string | UserContent {
+  const files = m.content.filter((p): p is MediaPart => p.type !== "text" && p.type !== "toolCall");
+  if (files.length === 0) return textOf(m);
+  const parts: UserContent = [];
+  const text = textOf(m);
+  if (text) parts.push({ type: "text", text });
+  for (const f of files) {
+    const image = f.type === "image" ? media?.images.get(f.mediaId) : undefined;
+    const inline = f.type === "file" ? media?.texts.get(f.mediaId) : undefined;
+    if (image) parts.push({ type: "image", image: image.data, mediaType: image.mediaType });
+    else if (inline !== undefined) parts.push({ type: "text", text: `${mediaLine(f)}\n${inline}` });
+    // Audio was transcribed into the message's text.
+    else if (f.type !== "audio") parts.push({ type: "text", text: mediaLine(f) });
+  }
+  return parts.length > 0 ? parts : "";
+}
 
 export const PRUNED_PLACEHOLDER = "[older tool result pruned from context; read it with sessions_history]";
 
@@ -35,7 +65,11 @@ type ToolResultPart = Extract<
  * stored (a run aborted mid-tool) gets a short placeholder result; a result whose call is not
  * in view (cut off by the window) is dropped.
  */
-export function toModelMessages(messages: TranscriptMessage[], keepToolResults: number): ModelMessage[] {
+export function toModelMessages(
+  messages: TranscriptMessage[],
+  keepToolResults: number,
+  media?: MediaInputs,
+): ModelMessage[] {
   const toolResultIndexes = messages.flatMap((m, i) => (m.role === "toolResult" ? [i] : []));
   const pruneBefore =
     toolResultIndexes.length > keepToolResults
@@ -50,7 +84,7 @@ export function toModelMessages(messages: TranscriptMessage[], keepToolResults: 
   for (const [i, m] of messages.entries()) {
     switch (m.role) {
       case "user":
-        out.push({ role: "user", content: textOf(m) });
+        out.push({ role: "user", content: userContent(m, media) });
         break;
       case "system":
         out.push({ role: "user", content: `[system] ${textOf(m)}` });
@@ -63,6 +97,7 @@ export function toModelMessages(messages: TranscriptMessage[], keepToolResults: 
             if (p.text) parts.push({ type: "text", text: p.text });
             continue;
           }
+          if (p.type !== "toolCall") continue;
           parts.push({ type: "tool-call", toolCallId: p.id, toolName: p.name, input: p.arguments });
           const at = resultOf.get(p.id);
           const result = at !== undefined && at > i ? messages[at] : undefined;

@@ -34,7 +34,7 @@ import {
   type Usage,
 } from "../transcript/message";
 import { estimateTokens } from "../transcript/tokens";
-import { toModelMessages } from "./context";
+import { type MediaInputs, toModelMessages } from "./context";
 import { type CallTokens, costOf, type Price } from "./pricing";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
 
@@ -131,6 +131,8 @@ export interface AgentLoopInput {
   system: string;
   /** Prior transcript plus this run's input messages. */
   history: TranscriptMessage[];
+  /** The files of this run's inputs as the model takes them (images it sees, text files inline). */
+  media?: MediaInputs | undefined;
   tools: AgentTool[];
   maxSteps: number;
   /** The model's per-call output limit, when the catalog knows it. */
@@ -382,7 +384,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
       throw new CallRefused(refused);
     }
     const messages = withReasoning(
-      toModelMessages([...input.history, ...cp.produced], input.keepToolResults),
+      toModelMessages([...input.history, ...cp.produced], input.keepToolResults, input.media),
       cp.reasoning,
     );
     let result: Awaited<ReturnType<typeof generateText>>;

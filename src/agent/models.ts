@@ -15,7 +15,7 @@ import type { LanguageModel } from "ai";
 import { createWorkersAI } from "workers-ai-provider";
 import type { AgentConfig } from "../config/agents";
 import type { Config } from "../config/schema";
-import { catalogLimits, type ModelLimits } from "./catalog";
+import { BUILT_IN_VISION, catalogLimits, lookupByModel, type ModelLimits } from "./catalog";
 import { createEchoModel } from "./echo";
 
 type ProviderSpec = NonNullable<Config["models"]["providers"][string]>;
@@ -35,6 +35,8 @@ export interface ResolvedModel {
   contextWindow: number;
   /** Most tokens one call may generate, when the catalog knows it. */
   maxOutputTokens?: number;
+  /** It takes images as input: the config's catalog entry, else its provider's `vision`, else the built-in table. */
+  vision: boolean;
   spec: ProviderSpec;
 }
 
@@ -84,6 +86,11 @@ export function resolveModelRef(
     contextWindow:
       agent?.contextTokens ?? limits?.contextTokens ?? spec.contextWindow ?? config.models.contextWindow,
     ...(limits?.maxOutputTokens ? { maxOutputTokens: limits.maxOutputTokens } : {}),
+    vision:
+      own(config.models.catalog, ref)?.vision ??
+      spec.vision ??
+      lookupByModel(spec.api, modelId, BUILT_IN_VISION) ??
+      false,
     spec,
   };
 }
@@ -97,7 +104,22 @@ function isAiBinding(value: unknown): value is Ai {
   );
 }
 
-function apiKey(spec: ProviderSpec, provider: string, env: Record<string, unknown>): string | undefined {
+/** The Workers AI binding, or a ModelRefError saying how to add it. */
+export function aiBinding(provider: string, env: Record<string, unknown>): Ai {
+  const binding = env[WORKERS_AI_BINDING];
+  if (!isAiBinding(binding)) {
+    throw new ModelRefError(
+      `provider "${provider}" needs the Workers AI binding ${WORKERS_AI_BINDING}: add [ai] binding = "${WORKERS_AI_BINDING}" to wrangler.toml`,
+    );
+  }
+  return binding;
+}
+
+export function apiKey(
+  spec: ProviderSpec,
+  provider: string,
+  env: Record<string, unknown>,
+): string | undefined {
   if (!spec.apiKeyEnv) return undefined;
   const value = env[spec.apiKeyEnv];
   if (typeof value === "string" && value) return value;
@@ -156,14 +178,7 @@ function newLanguageModel(resolved: ResolvedModel, env: Record<string, unknown>)
         headers: spec.headers,
         includeUsage: true,
       }).chatModel(modelId);
-    case "workers-ai": {
-      const binding = env[WORKERS_AI_BINDING];
-      if (!isAiBinding(binding)) {
-        throw new ModelRefError(
-          `provider "${provider}" needs the Workers AI binding ${WORKERS_AI_BINDING}: add [ai] binding = "${WORKERS_AI_BINDING}" to wrangler.toml`,
-        );
-      }
-      return createWorkersAI({ binding })(modelId);
-    }
+    case "workers-ai":
+      return createWorkersAI({ binding: aiBinding(provider, env) })(modelId);
   }
 }

@@ -20,6 +20,8 @@ const ProviderSchema = z
     baseUrl: HttpUrl.optional(),
     apiKeyEnv: EnvName.optional(),
     contextWindow: PositiveInt.optional(),
+    /** Its models take images as input (SPEC §22) unless the catalog says otherwise. */
+    vision: z.boolean().optional(),
     headers: z.record(NonEmpty, z.string()).optional(),
   })
   .superRefine((provider, ctx) => {
@@ -46,6 +48,8 @@ const CatalogRef = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}\/\S+$/, {
 const ModelLimitsSchema = z.strictObject({
   contextTokens: PositiveInt,
   maxOutputTokens: PositiveInt.optional(),
+  /** The model takes images as input (SPEC §22). */
+  vision: z.boolean().optional(),
 });
 
 const UsdPerMillion = z.number().min(0).max(10_000);

@@ -11,6 +11,7 @@ import { z } from "zod";
 import { AgentDefaultsSchema, AgentListSchema, BindingSchema, ToolsSchema } from "./agents";
 import { ConnectorSchema } from "./connectors";
 import { CronSchedule, Id, intBetween, NonEmpty, PositiveInt, TimeZone } from "./fields";
+import { MediaSchema } from "./media";
 import { ModelsSchema } from "./models";
 import { SessionSchema } from "./session";
 import { BindingName, StorageSchema } from "./storage";
@@ -100,6 +101,7 @@ export const ConfigSchema = z
     cron: CronSchema.prefault({}),
     delivery: DeliverySchema.prefault({}),
     storage: StorageSchema.prefault({}),
+    media: MediaSchema.prefault({}),
     observability: z
       .strictObject({
         /** SPEC §21: the Workers Analytics Engine binding usage data points go to; none: nowhere. */

@@ -25,6 +25,10 @@ export const InboundMessage = z
           url: z.string().max(4096).optional(),
           name: z.string().max(512).optional(),
           mimeType: z.string().max(128).optional(),
+          /** Its size in bytes, when the platform says it (a larger one than media.maxBytes: a notice, no run). */
+          bytes: z.int().nonnegative().optional(),
+          /** A platform connector's file id, fetched through the connector (never the bridge's). */
+          ref: z.string().max(1024).optional(),
         }),
       )
       .max(32)
@@ -64,4 +68,48 @@ export function messageText(m: InboundMessage): string {
     );
   }
   return lines.join("\n");
+}
+
+/** A file a message carries, as its run fetches it (the transcript's MediaRef, SPEC §22). */
+export interface AttachmentRef {
+  kind: "image" | "audio" | "file";
+  ref?: string;
+  url?: string;
+  mimeType?: string;
+  name?: string;
+  bytes?: number;
+}
+
+/** What kind of file an attachment is: its `type` if it says, else its MIME type's family. */
+export function attachmentKind(a: {
+  type?: string | undefined;
+  mimeType?: string | undefined;
+}): AttachmentRef["kind"] {
+  const type = a.type?.toLowerCase();
+  if (type === "image" || type === "photo") return "image";
+  if (type === "audio" || type === "voice") return "audio";
+  if (type === "file" || type === "document") return "file";
+  if (a.mimeType?.startsWith("image/")) return "image";
+  if (a.mimeType?.startsWith("audio/")) return "audio";
+  return "file";
+}
+
+/**
+ * The files a message carries, to be fetched by its run (SPEC §22): a platform's file id, or an
+ * https URL (the bridge's; any other URL stays a line of the message's text).
+ */
+export function mediaRefs(m: InboundMessage): AttachmentRef[] {
+  const refs: AttachmentRef[] = [];
+  for (const a of m.attachments ?? []) {
+    const url = a.url?.startsWith("https://") ? a.url : undefined;
+    if (!a.ref && !url) continue;
+    refs.push({
+      kind: attachmentKind(a),
+      ...(a.ref ? { ref: a.ref } : { url }),
+      ...(a.mimeType ? { mimeType: a.mimeType } : {}),
+      ...(a.name ? { name: a.name } : {}),
+      ...(a.bytes !== undefined ? { bytes: a.bytes } : {}),
+    });
+  }
+  return refs;
 }

@@ -3,8 +3,10 @@
  * carries the secret token given to `setWebhook` in `X-Telegram-Bot-Api-Secret-Token`; an
  * `Update`'s `message` or `channel_post` (text, or a caption) is a message; private chats are
  * direct, groups and supergroups groups, channels channels; a forum topic's
- * `message_thread_id` is the thread. Replies go through `sendMessage` in the same chat and topic,
- * 4096 characters a message; a 429's `parameters.retry_after` is honoured.
+ * `message_thread_id` is the thread. A photo (its largest size), voice note, audio file or
+ * document is an attachment fetched by the run through `getFile` (SPEC §22). Replies go through
+ * `sendMessage` in the same chat and topic, 4096 characters a message; a 429's
+ * `parameters.retry_after` is honoured.
  */
 import { equalsSecret } from "../auth/signature";
 import type { TelegramConfig } from "../config/connectors";
@@ -44,6 +46,57 @@ interface Message {
   text?: string;
   caption?: string;
   reply_to_message?: Message;
+  photo?: Array<{ file_id: string; file_size?: number; width?: number; height?: number }>;
+  voice?: TelegramFile;
+  audio?: TelegramFile;
+  document?: TelegramFile;
+}
+
+interface TelegramFile {
+  file_id: string;
+  file_name?: string;
+  mime_type?: string;
+  file_size?: number;
+}
+
+type Attachment = NonNullable<InboundMessage["attachments"]>[number];
+
+/** The files of a message, as attachments its run fetches by file id. */
+function attachmentsOf(m: Message): Attachment[] {
+  const out: Attachment[] = [];
+  const size = (n: number | undefined) => (n !== undefined ? { bytes: n } : {});
+  // Telegram sends each photo in several sizes, smallest first.
+  const photo = m.photo?.at(-1);
+  if (photo)
+    out.push({
+      type: "image",
+      ref: photo.file_id,
+      mimeType: "image/jpeg",
+      name: "photo.jpg",
+      ...size(photo.file_size),
+    });
+  if (m.voice)
+    out.push({
+      type: "voice",
+      ref: m.voice.file_id,
+      mimeType: m.voice.mime_type ?? "audio/ogg",
+      name: "voice.ogg",
+      ...size(m.voice.file_size),
+    });
+  for (const [type, f] of [
+    ["audio", m.audio],
+    ["document", m.document],
+  ] as const) {
+    if (!f) continue;
+    out.push({
+      type,
+      ref: f.file_id,
+      mimeType: f.mime_type ?? (type === "audio" ? "audio/mpeg" : "application/octet-stream"),
+      ...(f.file_name ? { name: f.file_name } : {}),
+      ...size(f.file_size),
+    });
+  }
+  return out;
 }
 
 interface Update {
@@ -83,8 +136,9 @@ function mentions(m: Message, bot: Bot): boolean {
 
 /** The SPEC §4 message of a Telegram message, or undefined for what is not one to run. */
 export function normalizeTelegram(updateId: number, m: Message, bot: Bot): PlatformMessage | undefined {
-  const text = m.text ?? m.caption;
-  if (text === undefined || text.trim() === "") return undefined;
+  const text = m.text ?? m.caption ?? "";
+  const attachments = attachmentsOf(m);
+  if (text.trim() === "" && attachments.length === 0) return undefined;
   // Bots (this one included) are not people to answer.
   if (m.from?.is_bot) return undefined;
   const chat = m.chat;
@@ -96,6 +150,7 @@ export function normalizeTelegram(updateId: number, m: Message, bot: Bot): Platf
     from,
     to: String(chat.id),
     text,
+    ...(attachments.length > 0 ? { attachments } : {}),
   };
   if (chatType !== "direct") {
     inbound.groupId = String(chat.id);
@@ -128,7 +183,7 @@ interface ApiResult {
   ok?: boolean;
   description?: string;
   parameters?: { retry_after?: number };
-  result?: { username?: string; id?: number };
+  result?: { username?: string; id?: number; file_path?: string };
 }
 
 export const telegram: PlatformConnector<TelegramConfig> = {
@@ -184,6 +239,23 @@ export const telegram: PlatformConnector<TelegramConfig> = {
       },
       onPart,
     );
+  },
+
+  async fileSource(ref, bot, secrets) {
+    // getFile answers the file's path, valid for an hour, under the file download URL.
+    const a = await call(bot, secrets, "getFile", { file_id: ref });
+    if (isFailure(a)) return { ok: false, error: `Telegram getFile: ${a.error}`, permanent: false };
+    const r = (a.json ?? {}) as ApiResult;
+    const path = r.result?.file_path;
+    if (!r.ok || !path) {
+      return {
+        ok: false,
+        error: `Telegram getFile answered ${a.status}: ${brief(r.description ?? a.text)}`,
+        permanent: a.status >= 400 && a.status < 500 && a.status !== 429,
+      };
+    }
+    const base = bot.apiBaseUrl.replace(/\/+$/, "");
+    return { ok: true, url: `${base}/file/bot${secrets[bot.botTokenEnv] ?? ""}/${path}` };
   },
 
   async activity(to, threadId, bot, secrets) {

@@ -78,6 +78,11 @@ export type SendResult =
   | { ok: true }
   | { ok: false; error: string; retryAfterMs?: number; permanent?: boolean; partsSent: number };
 
+/** Where a platform's file is downloaded from (SPEC §22), or why it cannot be. */
+export type FileSource =
+  | { ok: true; url: string; headers?: Record<string, string> }
+  | { ok: false; error: string; permanent: boolean };
+
 /** A platform call's outcome, for setup and checks. */
 export interface Report {
   ok: boolean;
@@ -103,6 +108,11 @@ export interface PlatformConnector<C extends PlatformConnectorConfig = PlatformC
     secrets: Secrets,
     onPart: (partsSent: number) => void,
   ): Promise<SendResult>;
+  /**
+   * Where the file the platform names `ref` (an attachment's `ref`) is downloaded from, with
+   * the platform's own auth; absent: the platform's attachments carry a plain URL.
+   */
+  fileSource?(ref: string, account: Account<C>, secrets: Secrets): Promise<FileSource>;
   /** Shows the chat that the agent is at work (Telegram's typing), where the platform has it. */
   activity?(to: string, threadId: string | undefined, account: Account<C>, secrets: Secrets): Promise<void>;
   /** Registers the webhook where the platform has an API for it, or says what to paste where. */

@@ -12,12 +12,15 @@ import {
   deleteOldRows,
   type RetainedTable,
 } from "../db/maintenance";
+import { deleteTranscriptMedia, mediaBucket } from "../db/media-store";
 
 const DAY_MS = 24 * 3_600_000;
 export const RETENTION_CHUNK = 500;
 const MESSAGE_CHUNKS = 4;
 
-export type RetentionResult = Record<RetainedTable | "messages" | "transcripts", number> & { more: boolean };
+export type RetentionResult = Record<RetainedTable | "messages" | "transcripts" | "media", number> & {
+  more: boolean;
+};
 
 export async function applyRetention(
   env: Env,
@@ -39,7 +42,10 @@ export async function applyRetention(
     if (chunk === bounds.messageChunks - 1) more = true;
   }
   const transcripts = await deleteEmptyTranscripts(env, [...touched]);
+  // The files kept before the cutoff of the transcripts it cut (SPEC §22).
+  const bucket = touched.size > 0 ? mediaBucket(env, config) : undefined;
+  const media = bucket ? await deleteTranscriptMedia(bucket, [...touched], before) : 0;
   const rows = await deleteOldRows(env, before, bounds.chunk);
   if (rows.more) more = true;
-  return { messages, transcripts, ...rows.deleted, more };
+  return { messages, transcripts, media, ...rows.deleted, more };
 }

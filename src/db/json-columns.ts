@@ -73,6 +73,14 @@ export const ProvenanceSchema: z.ZodType<Provenance> = z.looseObject({
 export const ContentPartSchema: z.ZodType<ContentPart> = z.union([
   z.looseObject({ type: z.literal("text"), text: str }),
   z.looseObject({ type: z.literal("toolCall"), id: str, name: str, arguments: z.unknown() }),
+  z.looseObject({
+    type: z.enum(["image", "audio", "file"]),
+    mediaId: str,
+    mimeType: str,
+    bytes: num,
+    name: str.optional(),
+    transcript: str.optional(),
+  }),
 ]);
 
 /** A transcript message's parts (messages.content). */

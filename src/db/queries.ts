@@ -187,11 +187,12 @@ export async function recordTranscript(env: Env, sessionId: string, sessionKey: 
   await recordTranscriptStatement(databaseOfKey(env, sessionKey), sessionId, sessionKey, now).run();
 }
 
-export async function deleteSessionRows(env: Env, key: string, deleteTranscript: boolean): Promise<void> {
+/** Deletes a session's entry (and its transcripts when asked): the sessionIds of the transcripts deleted. */
+export async function deleteSessionRows(env: Env, key: string, deleteTranscript: boolean): Promise<string[]> {
   const db = database(databaseOfKey(env, key));
   if (!deleteTranscript) {
     await db.delete(schema.sessions).where(eq(schema.sessions.key, key)).run();
-    return;
+    return [];
   }
   const ids = await db
     .select({ sessionId: schema.transcripts.sessionId })
@@ -206,6 +207,7 @@ export async function deleteSessionRows(env: Env, key: string, deleteTranscript:
     statements.push(db.delete(schema.transcripts).where(inArray(schema.transcripts.sessionId, chunk)));
   }
   await db.batch([db.delete(schema.sessions).where(eq(schema.sessions.key, key)), ...statements]);
+  return ids.map((r) => r.sessionId);
 }
 
 export interface SessionListFilter {

@@ -12,6 +12,7 @@ import { connectors } from "../routes/connectors";
 import { hooks } from "../routes/hooks";
 import { inbound } from "../routes/inbound";
 import { mcp } from "../routes/mcp";
+import { media } from "../routes/media";
 import { openai } from "../routes/openai";
 import { rpc } from "../routes/rpc";
 import { toolsInvoke } from "../routes/tools-invoke";
@@ -67,6 +68,7 @@ export const app = guarded
   .route("/", toolsInvoke)
   .route("/", mcp)
   .route("/", transcripts)
+  .route("/", media)
   .route("/", openai)
   .route(prefixOf(SURFACE.dashboard), ui);
 

@@ -28,6 +28,8 @@ export const SURFACE = {
   models: { methods: ["GET"], path: "/v1/models", auth: "operator", bodyLimit: false },
   model: { methods: ["GET"], path: "/v1/models/:model{.+}", auth: "operator", bodyLimit: false },
   transcript: { methods: ["GET"], path: "/v1/transcripts/:file", auth: "operator", bodyLimit: false },
+  /** A file a person sent (SPEC §22), as kept in R2. */
+  media: { methods: ["GET"], path: "/v1/media/:mediaId", auth: "operator", bodyLimit: false },
   dashboard: { methods: ["GET", "POST"], path: "/ui/*", auth: "dashboard", bodyLimit: true },
   hooksAgent: { methods: ["POST"], path: "/hooks/agent", auth: "hooks", bodyLimit: true },
   hooksWake: { methods: ["POST"], path: "/hooks/wake", auth: "hooks", bodyLimit: true },

@@ -8,7 +8,7 @@
 import { accessOf } from "../config/connectors";
 import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
-import { type InboundMessage, messageText } from "../connectors/inbound-message";
+import { type InboundMessage, mediaRefs, messageText } from "../connectors/inbound-message";
 import { countRefusal, isPaired, offerPairingCode } from "../db/pairing";
 import { type DeliveryPayload, postDelivery } from "../delivery/deliver";
 import { ApiError, actorError } from "../http/errors";
@@ -32,7 +32,8 @@ export interface InboundRefused {
   ok: true;
   sessionKey: string;
   status: "refused";
-  reason: Refusal;
+  /** `too_large`: a file past `media.maxBytes` (SPEC §22): a notice, never a run. */
+  reason: Refusal | "too_large";
 }
 
 /** What a connector knows of a message beyond SPEC §4's fields. */
@@ -115,6 +116,28 @@ export async function acceptInbound(
     }
   }
 
+  // Files (SPEC §22): with a store, the run fetches them; one the platform says is past
+  // media.maxBytes gets a notice and no run. Without a store they are lines of the text.
+  const media = config.media.r2 ? mediaRefs(msg) : [];
+  const tooLarge = media.find((m) => m.bytes !== undefined && m.bytes > config.media.maxBytes);
+  if (tooLarge) {
+    const to = target.postTo ?? (msg.chatType === "direct" ? msg.from : (msg.groupId ?? msg.from));
+    const payload: DeliveryPayload = {
+      deliveryId: `too-large:${channel}:${accountId}:${msg.messageId}`,
+      kind: "notice",
+      sessionKey,
+      channel,
+      accountId,
+      to,
+      ...(msg.threadId ? { threadId: msg.threadId } : {}),
+      text: tooLargeNotice(tooLarge.name, tooLarge.bytes ?? 0, config.media.maxBytes),
+      replyToMessageId: target.replyTo ?? msg.messageId,
+      ...(target.replyContext ? { replyContext: target.replyContext } : {}),
+    };
+    target.waitUntil(postNotice(payload, config, env, "file-too-large notice"));
+    return { ok: true, sessionKey, status: "refused", reason: "too_large" };
+  }
+
   // Names its session (keys/run-id.ts): the run is recorded in D1 behind the ack, and a caller
   // may ask about it at once. The same message is the same run, so a repeat is a duplicate.
   const runId = await runIdFor(sessionKey, `inbound:${channel}:${accountId}:${msg.messageId}`);
@@ -127,7 +150,8 @@ export async function acceptInbound(
     trigger: "inbound",
     inputs: [
       {
-        text: messageText(msg),
+        text: media.length > 0 ? msg.text : messageText(msg),
+        ...(media.length > 0 ? { media } : {}),
         provenance: { kind: "external_user", sourceChannel: channel },
         messageId: msg.messageId,
         ...(msg.senderName ? { senderName: msg.senderName } : {}),
@@ -205,19 +229,29 @@ async function refuse(
     replyToMessageId: target.replyTo ?? r.msg.messageId,
   };
   if (target.replyContext) payload.replyContext = target.replyContext;
-  target.waitUntil(
-    (async () => {
-      for (let tries = 1; ; tries++) {
-        const sent = await postDelivery(payload, config, env);
-        if (sent.ok) return;
-        if (sent.permanent || tries >= NOTICE_TRIES) {
-          console.error(`pairing notice to ${r.channel}:${r.msg.from} not sent: ${sent.error}`);
-          return;
-        }
-        await new Promise((resolve) =>
-          setTimeout(resolve, Math.min(sent.retryAfterMs ?? 1000 * tries, NOTICE_WAIT_MAX_MS)),
-        );
-      }
-    })(),
-  );
+  target.waitUntil(postNotice(payload, config, env, "pairing notice"));
+}
+
+/**
+ * Posts a notice that answers a message no run will (a pairing code, a file too large), a few
+ * times at most: nothing durable waits on it, and the person can send again.
+ */
+async function postNotice(payload: DeliveryPayload, config: Config, env: Env, what: string): Promise<void> {
+  for (let tries = 1; ; tries++) {
+    const sent = await postDelivery(payload, config, env);
+    if (sent.ok) return;
+    if (sent.permanent || tries >= NOTICE_TRIES) {
+      console.error(`${what} to ${payload.channel}:${payload.to} not sent: ${sent.error}`);
+      return;
+    }
+    await new Promise((resolve) =>
+      setTimeout(resolve, Math.min(sent.retryAfterMs ?? 1000 * tries, NOTICE_WAIT_MAX_MS)),
+    );
+  }
+}
+
+/** What a person hears of a file past media.maxBytes. */
+export function tooLargeNotice(name: string | undefined, bytes: number, max: number): string {
+  const mb = (n: number) => `${(n / 1024 / 1024).toFixed(1)} MB`;
+  return `⚠️ ${name ? `"${name}"` : "That file"} is too large (${mb(bytes)}; the limit is ${mb(max)}), so it was not passed on. Send a smaller one, or its text.`;
 }

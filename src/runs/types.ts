@@ -4,7 +4,7 @@
  * RPC boundary between the Worker, the tools and the SessionActor, so they live below all three.
  */
 import type { DeliveryContext, Origin } from "../db/json-columns";
-import type { Provenance } from "../transcript/message";
+import type { MediaPart, MediaRef, Provenance } from "../transcript/message";
 
 export type RunTrigger =
   | "inbound"
@@ -28,6 +28,10 @@ export const TERMINAL: ReadonlySet<string> = new Set([
 
 export interface RunInput {
   text: string;
+  /** Files the message carries, fetched and stored when its run starts (SPEC §22). */
+  media?: MediaRef[];
+  /** The files as stored (set when the run has fetched them: the user message's parts). */
+  parts?: MediaPart[];
   provenance: Provenance;
   messageId?: string;
   senderName?: string;

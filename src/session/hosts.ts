@@ -18,6 +18,7 @@ import { type AdmissionHost, admit } from "./run/admission";
 import { usageEvents } from "./run/analytics";
 import type { LifecycleHost } from "./run/lifecycle";
 import type { LiveRun } from "./run/live";
+import { ingestMedia } from "./run/media";
 import type { RunQueue } from "./run/queue";
 import { noticeToolActivity, runTurn, type TurnHost } from "./run/turn";
 import type { RunWaiters } from "./run/waiters";
@@ -39,6 +40,9 @@ export interface ActorParts {
   /** Aborts the session's runs; how many. */
   stop(): Promise<number>;
 }
+
+/** The longest a run's files may take to fetch, keep and transcribe before its attempt is retried. */
+const MEDIA_FETCH_BUDGET_MS = 120_000;
 
 export interface ActorHosts {
   admission: AdmissionHost;
@@ -108,6 +112,15 @@ export function actorHosts(p: ActorParts): ActorHosts {
       get analytics() {
         return usageEvents(p.env(), p.config());
       },
+      fetchMedia: (spec, runId) =>
+        ingestMedia(
+          { env: p.env(), config: p.config() },
+          spec.req.route,
+          spec.sessionId,
+          runId,
+          spec.req.inputs,
+          AbortSignal.timeout(MEDIA_FETCH_BUDGET_MS),
+        ),
       turn: (spec, runId, progress, steps) => runTurn(turn, spec, runId, progress, steps),
       noticeTools: (spec, runId, produced, appended) =>
         noticeToolActivity(turn, spec, runId, produced, appended),

@@ -6,7 +6,38 @@
 export type Role = "user" | "assistant" | "toolResult" | "system";
 export type ContentPart =
   | { type: "text"; text: string }
-  | { type: "toolCall"; id: string; name: string; arguments: unknown };
+  | { type: "toolCall"; id: string; name: string; arguments: unknown }
+  | MediaPart;
+
+/**
+ * A file a message carries before it is fetched (SPEC §22): a platform's file id, fetched through
+ * its connector with the platform's own auth, or an https URL (the bridge's). The run fetches,
+ * stores and transcribes it (session/run/media.ts) and it becomes a MediaPart.
+ */
+export interface MediaRef {
+  kind: "image" | "audio" | "file";
+  ref?: string;
+  url?: string;
+  mimeType?: string;
+  name?: string;
+  /** Its size when the platform said it. */
+  bytes?: number;
+}
+
+/**
+ * A file a person sent (SPEC §22), stored in R2 under `mediaId`: what the model is given is
+ * decided when a turn is built (an image as image input to a model that sees, a text file
+ * inline, anything else a line naming it); an audio part keeps its `transcript`.
+ */
+export interface MediaPart {
+  type: "image" | "audio" | "file";
+  mediaId: string;
+  mimeType: string;
+  bytes: number;
+  name?: string;
+  /** Audio: what the transcription said (it is also the message's text). */
+  transcript?: string;
+}
 
 export interface Provenance {
   kind: "external_user" | "inter_session" | "internal_system" | "subagent_announce";
@@ -109,4 +140,14 @@ export function boundedArguments(args: unknown): unknown {
   const json = JSON.stringify(args ?? null);
   if (json.length <= MAX_MESSAGE_CHARS) return args;
   return { truncated: true, preview: json.slice(0, 1_000) + cutMarker(json.length - 1_000) };
+}
+
+/** A media part as a line of text: what a model that cannot take it, and a listing, reads. */
+export function mediaLine(p: MediaPart): string {
+  const size =
+    p.bytes >= 1024 * 1024
+      ? `${(p.bytes / 1024 / 1024).toFixed(1)} MB`
+      : `${Math.max(1, Math.round(p.bytes / 1024))} KB`;
+  const what = p.type === "audio" ? "audio" : p.type === "image" ? "image" : "file";
+  return `[${what}: ${p.name ?? p.mediaId}, ${p.mimeType}, ${size}]`;
 }

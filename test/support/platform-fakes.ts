@@ -1,6 +1,7 @@
 /**
  * Fakes of the chat platforms' APIs, written from their public documentation: Telegram's Bot API
- * (`/bot<token>/sendMessage`, `sendChatAction`, `setWebhook`, `getMe`), Slack's Web API
+ * (`/bot<token>/sendMessage`, `sendChatAction`, `setWebhook`, `getMe`, `getFile` and the file
+ * download at `/file/bot<token>/<file_path>`), Slack's Web API
  * (`chat.postMessage`, `auth.test`), Discord's HTTP API (interaction webhooks, channel messages,
  * DM channels, command registration, `users/@me`) and WhatsApp's Cloud API
  * (`/<phone number id>/messages`).
@@ -28,7 +29,7 @@ export type Failure = { status: number; retryAfterSeconds?: number };
 type Handler = (
   call: PlatformCall,
   url: URL,
-) => { status: number; body: unknown; headers?: Record<string, string> };
+) => { status: number; body: unknown; headers?: Record<string, string>; raw?: Uint8Array };
 
 export class FakePlatform {
   readonly calls: PlatformCall[] = [];
@@ -94,7 +95,7 @@ export class FakePlatform {
     const call: PlatformCall = { method: req.method, path, headers, body, status: 0 };
     this.calls.push(call);
     const failure = this.isPost(call) ? (this.script.shift() ?? this.down) : undefined;
-    let answer: { status: number; body: unknown; headers?: Record<string, string> };
+    let answer: { status: number; body: unknown; headers?: Record<string, string>; raw?: Uint8Array };
     if (failure) {
       const f = this.failureBody(failure);
       answer = { status: failure.status, ...f };
@@ -102,6 +103,8 @@ export class FakePlatform {
       answer = this.route(call, url);
     }
     call.status = answer.status;
+    if (answer.raw)
+      return new Response(answer.raw as Uint8Array<ArrayBuffer>, { status: answer.status, headers: answer.headers ?? {} });
     return new Response(JSON.stringify(answer.body), {
       status: answer.status,
       headers: { "content-type": "application/json", ...answer.headers },
@@ -111,15 +114,34 @@ export class FakePlatform {
 
 let ids = 1000;
 
+/** A file the Telegram fake holds: `getFile` answers its path, the download its bytes. */
+export interface TelegramFakeFile {
+  data: Uint8Array;
+  mimeType: string;
+}
+
 /** Telegram's Bot API (core.telegram.org/bots/api): answers `{ok, result}` or `{ok: false, error_code, description}`. */
-export function fakeTelegram(token: string, bot = { id: 7000001, username: "helper_bot" }): FakePlatform {
+export function fakeTelegram(
+  token: string,
+  bot = { id: 7000001, username: "helper_bot" },
+): FakePlatform & { files: Map<string, TelegramFakeFile> } {
+  const files = new Map<string, TelegramFakeFile>();
   const error = (code: number, description: string, extra: Record<string, unknown> = {}) => ({
     status: code,
     body: { ok: false, error_code: code, description, ...extra },
   });
-  return new FakePlatform(
+  const fake = new FakePlatform(
     "telegram",
     (call) => {
+      // The file download (core.telegram.org/bots/api#getfile): /file/bot<token>/<file_path>.
+      const download = /^\/file\/bot([^/]+)\/files\/(.+)$/.exec(call.path);
+      if (download) {
+        if (download[1] !== token) return error(401, "Unauthorized");
+        const file = files.get(decodeURIComponent(download[2] ?? ""));
+        return file
+          ? { status: 200, body: null, raw: file.data, headers: { "content-type": file.mimeType } }
+          : error(404, "Not Found");
+      }
       const m = /^\/bot([^/]+)\/(\w+)$/.exec(call.path);
       if (!m) return error(404, "Not Found");
       if (m[1] !== token) return error(401, "Unauthorized");
@@ -146,6 +168,18 @@ export function fakeTelegram(token: string, bot = { id: 7000001, username: "help
         }
         case "sendChatAction":
           return { status: 200, body: { ok: true, result: true } };
+        case "getFile": {
+          const id = String(b.file_id ?? "");
+          const file = files.get(id);
+          if (!file) return error(400, "Bad Request: invalid file_id");
+          return {
+            status: 200,
+            body: {
+              ok: true,
+              result: { file_id: id, file_unique_id: `u${id}`, file_size: file.data.byteLength, file_path: `files/${id}` },
+            },
+          };
+        }
         case "setWebhook":
           return b.url
             ? { status: 200, body: { ok: true, result: true, description: "Webhook was set" } }
@@ -174,6 +208,7 @@ export function fakeTelegram(token: string, bot = { id: 7000001, username: "help
           }
         : { body: { ok: false, error_code: f.status, description: "Internal Server Error" } },
   );
+  return Object.assign(fake, { files });
 }
 
 /** Slack's Web API (api.slack.com/web): HTTP 200 with `{ok: false, error}` for most errors; 429 with Retry-After. */

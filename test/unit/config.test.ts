@@ -67,6 +67,7 @@ const DEFAULTS: Config = {
   cron: { jobs: [] },
   delivery: { maxAttempts: 8, baseDelayMs: 1000, maxDelayMs: 600_000 },
   storage: { d1: ["DB"] },
+  media: { maxBytes: 20 * 1024 * 1024 },
   observability: {},
 };
 
@@ -225,7 +226,7 @@ describe("storage", () => {
 describe("config errors", () => {
   it("names unknown keys at every depth with the allowed keys", () => {
     expect(problemsOf("{ sesion: {} }")).toEqual([
-      "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery, storage, observability)",
+      "config.sesion: unknown key (allowed: session, agents, bindings, tools, models, connectors, hooks, gateway, commands, cron, delivery, storage, media, observability)",
     ]);
     expect(problemsOf("{ session: { bogusKey: 1 } }")).toEqual([
       "config.session.bogusKey: unknown key (allowed: scope, dmScope, mainKey, timezone, identityLinks, caseSensitiveChannels, reset, idleMinutes, resetByType, resetByChannel, resetTriggers, sendPolicy, agentToAgent, queue, retention, writeBehind, store)",
@@ -240,7 +241,7 @@ describe("config errors", () => {
       "config.agents.list[1].tools.dney: unknown key (allowed: allow, deny)",
     ]);
     expect(problemsOf("{ models: { providers: { 'my-llm': { api: 'echo', url: 'x' } } } }")).toEqual([
-      'config.models.providers["my-llm"].url: unknown key (allowed: api, baseUrl, apiKeyEnv, contextWindow, headers)',
+      'config.models.providers["my-llm"].url: unknown key (allowed: api, baseUrl, apiKeyEnv, contextWindow, vision, headers)',
     ]);
   });
 

@@ -21,6 +21,8 @@
  * behind) are written once at the first contact of an instance (`flushLeftover`).
  */
 
+import { loadConfig } from "../../config/load";
+import { deleteTranscriptMedia, mediaBucket } from "../../db/media-store";
 import { appendMessageStatements, turnContextRows } from "../../db/messages";
 import { databaseOfKey } from "../../db/placement";
 import {
@@ -322,7 +324,10 @@ export function d1Records(
       // What is queued before the delete lands before it; the entry is recreated by the next
       // message only.
       await write([]);
-      await deleteSessionRows(env(), key, deleteTranscript);
+      const transcripts = await deleteSessionRows(env(), key, deleteTranscript);
+      // The files its transcripts held (SPEC §22) go with them.
+      const bucket = transcripts.length > 0 ? mediaBucket(env(), loadConfig(env())) : undefined;
+      if (bucket) await deleteTranscriptMedia(bucket, transcripts);
     },
 
     async deliveryRequeued(payload, at) {

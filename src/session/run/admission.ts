@@ -51,7 +51,7 @@ export function inputMessages(runId: string, inputs: RunInput[]): TranscriptMess
   return inputs.map((input, i) => ({
     id: `${runId}:u${i}`,
     role: "user",
-    content: [{ type: "text", text: input.text }],
+    content: [{ type: "text", text: input.text }, ...(input.parts ?? [])],
     timestamp: input.timestamp,
     runId,
     provenance: input.provenance,
@@ -234,7 +234,8 @@ export async function admit(a: AdmissionHost, req: EnqueueRequest): Promise<Enqu
   // session's own mode (`/queue`) comes before the gateway's.
   const mode = entry.queueMode ?? config.session.queue.mode;
   const running = req.steer || req.userInteraction ? steerableRun(a, entry.sessionId) : undefined;
-  if (running && !greeting && !resetHappened) {
+  // A message with files runs on its own: they are fetched when a run starts (run/media.ts).
+  if (running && !greeting && !resetHappened && !inputs.some((i) => i.media?.length)) {
     if (req.steer || mode === "steer") return steer(a, req, running, inputs, entry, now);
     if (mode === "interrupt") abortCurrent(a.live);
   }

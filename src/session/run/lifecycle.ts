@@ -78,7 +78,7 @@
 import { emptyCheckpoint, runUsage } from "../../agent/loop";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
-import type { DeliveryState, RunOutcome } from "../../runs/types";
+import type { DeliveryState, RunInput, RunOutcome } from "../../runs/types";
 import { localDay } from "../../time/zones";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
@@ -88,6 +88,7 @@ import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
 import { type UsageEvents, usageSubject } from "./analytics";
 import { budgetNoticeDue } from "./budget";
+import { hasMedia } from "./media";
 import {
   MAX_RUN_ATTEMPTS,
   MAX_RUN_STARTS,
@@ -131,6 +132,8 @@ export interface LifecycleHost extends SessionStateHost {
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
   readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
   readonly waiters: Pick<RunWaiters, "notify">;
+  /** The run's inputs with their files fetched, kept and transcribed (run/media.ts). */
+  fetchMedia(spec: QueuedRun, runId: string): Promise<RunInput[]>;
   /** Where a run's end is reported as a usage data point (SPEC §21 Analytics Engine). */
   readonly analytics: UsageEvents;
   turn(spec: QueuedRun, runId: string, progress: RunProgress, steps: TurnSteps): Promise<RunOutcome>;
@@ -203,6 +206,11 @@ async function executeHead(a: LifecycleHost, row: QueueRow): Promise<AttemptEnd>
   }
   const save = () => a.queue.saveProgress(row, progress);
 
+  // fetched: its inputs' files downloaded, kept and transcribed, once, before its start is recorded.
+  if (!progress.outcome && !progress.inputs && hasMedia(spec.req.inputs)) {
+    progress.inputs = await a.fetchMedia(spec, runId);
+    save();
+  }
   if (!progress.outcome) {
     await recordStart(a, row, spec, progress);
     progress.outcome = await a.turn(spec, runId, progress, {
@@ -246,7 +254,7 @@ async function recordStart(
   const runId = row.run_id;
   const entry = a.store.entry();
   const messages: TranscriptMessage[] = [
-    ...inputMessages(runId, req.inputs),
+    ...inputMessages(runId, progress.inputs ?? req.inputs),
     ...progress.loop.produced.slice(progress.stored ?? 0),
   ];
   await a.records.runStarted({
@@ -299,7 +307,7 @@ async function finalize(
   await a.records.runFinished({
     run: runRecordOf(row.run_id, spec, row.enqueued_at),
     messages: [
-      ...(progress.inputsLeftOut ? [] : inputMessages(row.run_id, req.inputs)),
+      ...(progress.inputsLeftOut ? [] : inputMessages(row.run_id, progress.inputs ?? req.inputs)),
       ...progress.loop.produced.slice(stored),
     ],
     end: {

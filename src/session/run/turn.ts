@@ -35,6 +35,7 @@ import { inputMessages } from "./admission";
 import { usageEvents, usageSubject } from "./analytics";
 import { budgetGate } from "./budget";
 import { AbortRun, type LiveRun } from "./live";
+import { mediaInputs } from "./media";
 import type { QueuedRun, RunProgress } from "./queue";
 
 /**
@@ -174,7 +175,8 @@ export async function runTurn(
   try {
     const entry = a.store.entry();
     const agent = config.agents.list.find((ag) => ag.id === req.init.agentId);
-    const inputs = inputMessages(runId, req.inputs);
+    const runInputs = progress.inputs ?? req.inputs;
+    const inputs = inputMessages(runId, runInputs);
     const modelRef = req.model ?? entry?.modelOverride ?? agent?.model ?? config.agents.defaults.model;
     const resolved = resolveModelRef(modelRef, config, agent);
     const model = languageModelFor(resolved, a.env as unknown as Record<string, unknown>);
@@ -263,6 +265,7 @@ export async function runTurn(
       onModelCall: (call) => events.modelCall(usageSubject(entry, req.init.agentId), call),
       system,
       history: [...context.messages, ...inputs],
+      media: await mediaInputs(a, runInputs, resolved.vision),
       tools,
       maxSteps: defaults.maxSteps,
       maxOutputTokens: outputBudget(resolved.maxOutputTokens, resolved.contextWindow, promptTokens),

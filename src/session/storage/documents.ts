@@ -87,6 +87,8 @@ export interface RunProgress {
   inputsLeftOut?: boolean;
   /** Notes of watched sessions that changed (SPEC §20), shown in this run's system prompt. */
   notes?: string[];
+  /** The run's inputs with their files fetched and kept (SPEC §22), once that is done. */
+  inputs?: RunInput[];
 }
 
 /**
@@ -173,6 +175,7 @@ const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
   stored: num.optional(),
   inputsLeftOut: z.boolean().optional(),
   notes: z.array(str).optional(),
+  inputs: z.array(RunInputSchema).optional(),
 });
 
 const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({

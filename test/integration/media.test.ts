@@ -1,0 +1,288 @@
+/**
+ * Files people send (SPEC §22), in workerd: a Telegram photo reaches a model that sees as image
+ * input and is kept in R2 (`GET /v1/media/:mediaId` returns it, with the operator token only); a
+ * voice note is transcribed and its transcript is the user message; a text document is given
+ * inline; a file past `media.maxBytes` gets one notice and no run; the bridge's https attachment
+ * is fetched the same way; a session deleted with its transcript takes its files along.
+ */
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
+import { app } from "../../src/http/app";
+import type { TranscriptMessage } from "../../src/transcript/message";
+import type { fakeTelegram } from "../support/platform-fakes";
+import { type SignedRequest, telegramRequest, telegramUpdate } from "../support/platform-requests";
+import { PLATFORM_SECRETS, platformConnectors, platformFakes } from "../support/platform-world";
+import { changeActorEnv, configText, drain, eventually, TOKEN } from "./support";
+
+const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
+const BASES = {
+  telegram: "https://telegram.test",
+  slack: "https://slack.test/api",
+  discord: "https://discord.test/api/v10",
+  whatsapp: "https://graph.test/v21.0",
+};
+const MAX_BYTES = 4_000;
+const CONFIG = {
+  ...TEST_CONFIG,
+  session: { dmScope: "per-channel-peer" },
+  models: {
+    providers: { fake: { api: "openai-compatible", baseUrl: "https://model.test/v1", vision: true } },
+    retry: { attempts: 1, baseDelayMs: 1 },
+  },
+  agents: { defaults: { model: "fake/m" } },
+  media: { r2: "MEDIA", maxBytes: MAX_BYTES, transcription: { model: "fake/whisper-1" } },
+  connectors: {
+    ...platformConnectors((p) => BASES[p]),
+    bridge: { deliverUrl: "https://connector.test/bridge", secretEnv: "DEV_CONNECTOR_SECRET" },
+  },
+};
+const VARS = PLATFORM_SECRETS;
+const ENV = { ...env, ...VARS, SWITCHBOARD_CONFIG: configText(CONFIG) } as Env;
+
+let telegram: ReturnType<typeof fakeTelegram>;
+/** The chat completions the model was asked, and the transcriptions. */
+let completions: Array<{ messages: Array<{ role: string; content: unknown }> }>;
+let transcriptions: number;
+const files = new Map<string, string>();
+
+beforeEach(() => {
+  ({ telegram } = platformFakes());
+  completions = [];
+  transcriptions = 0;
+  const real = globalThis.fetch;
+  vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
+    const req = new Request(input, init);
+    if (req.url.startsWith(BASES.telegram)) return telegram.handle(req, BASES.telegram);
+    if (req.url === "https://model.test/v1/audio/transcriptions") {
+      transcriptions++;
+      const form = await req.formData();
+      expect(form.get("model")).toBe("whisper-1");
+      expect(form.get("file")).toBeInstanceOf(File);
+      return Response.json({ text: "hello from a voice note" });
+    }
+    if (req.url === "https://model.test/v1/chat/completions") {
+      const body = (await req.json()) as (typeof completions)[number];
+      completions.push(body);
+      return Response.json({
+        id: "c",
+        object: "chat.completion",
+        created: 0,
+        model: "m",
+        choices: [{ index: 0, message: { role: "assistant", content: "got it" }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 },
+      });
+    }
+    if (req.url.startsWith("https://files.test/")) {
+      const text = files.get(req.url);
+      return text === undefined
+        ? new Response("gone", { status: 404 })
+        : new Response(text, { headers: { "content-type": "text/plain" } });
+    }
+    if (req.url.startsWith("https://connector.test/")) return new Response("ok");
+    return real(input, init);
+  });
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+async function call(path: string, init: RequestInit = {}) {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(new Request(`http://gw.test${path}`, init), ENV, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
+}
+
+async function post(path: string, req: SignedRequest) {
+  const res = await call(path, { method: "POST", headers: req.headers, body: req.body });
+  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+}
+
+async function rpc<T>(method: string, params: unknown): Promise<T> {
+  const res = await call(`/rpc/${method}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(params),
+  });
+  return ((await res.json()) as { payload: T }).payload;
+}
+
+async function history(key: string): Promise<TranscriptMessage[]> {
+  return (await rpc<{ messages: TranscriptMessage[] }>("chat.history", { sessionKey: key, limit: 50 }))
+    .messages;
+}
+
+/** A Telegram private message from `from` with `extra` fields (a photo, a voice note, a document). */
+async function sendTelegram(from: number, extra: Record<string, unknown>, caption?: string) {
+  const key = `agent:main:telegram:dm:${from}`;
+  await changeActorEnv(key, { config: CONFIG, vars: VARS });
+  const update = telegramUpdate({ from, text: "" }) as { message: Record<string, unknown> };
+  delete update.message.text;
+  Object.assign(update.message, extra, caption ? { caption } : {});
+  const res = await post("/connectors/telegram", telegramRequest(update, VARS.TELEGRAM_WEBHOOK_SECRET));
+  expect(res.status).toBe(200);
+  return key;
+}
+
+const sentTexts = () => telegram.posted().map((c) => String(c.body.text));
+const lastUser = () =>
+  completions
+    .at(-1)
+    ?.messages.filter((m) => m.role === "user")
+    .at(-1)?.content as string | Array<{ type: string; text?: string; image_url?: { url: string } }>;
+
+describe("media in", () => {
+  it("a Telegram photo reaches a model that sees as an image, is kept in R2 and served to the operator", async () => {
+    const jpeg = new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 1, 2, 3, 4, 5, 6]);
+    telegram.files.set("photo-big", { data: jpeg, mimeType: "image/jpeg" });
+    const key = await sendTelegram(
+      5101,
+      {
+        photo: [
+          { file_id: "photo-small", file_size: 3, width: 90, height: 90 },
+          { file_id: "photo-big", file_size: jpeg.byteLength, width: 800, height: 800 },
+        ],
+      },
+      "what is this?",
+    );
+    await eventually(async () => sentTexts().includes("got it"));
+    await drain(key);
+
+    // The model got the caption and the largest size as image input.
+    const content = lastUser();
+    expect(Array.isArray(content)).toBe(true);
+    const parts = content as Array<{ type: string; text?: string; image_url?: { url: string } }>;
+    expect(parts[0]).toEqual({ type: "text", text: "what is this?" });
+    expect(parts[1]?.type).toBe("image_url");
+    expect(parts[1]?.image_url?.url).toBe(`data:image/jpeg;base64,${btoa(String.fromCharCode(...jpeg))}`);
+
+    // The transcript keeps the part; the file is in R2 and served with the operator token only.
+    const user = (await history(key)).find((m) => m.role === "user");
+    const image = user?.content.find((p) => p.type === "image");
+    expect(image).toMatchObject({
+      type: "image",
+      mimeType: "image/jpeg",
+      bytes: jpeg.byteLength,
+      name: "photo.jpg",
+    });
+    const mediaId = (image as { mediaId: string }).mediaId;
+    const served = await call(`/v1/media/${mediaId}`, { headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(served.status).toBe(200);
+    expect(served.headers.get("content-type")).toBe("image/jpeg");
+    expect(new Uint8Array(await served.arrayBuffer())).toEqual(jpeg);
+    expect((await call(`/v1/media/${mediaId}`)).status).toBe(401);
+    expect(
+      (await call(`/v1/media/not-an-id`, { headers: { authorization: `Bearer ${TOKEN}` } })).status,
+    ).toBe(404);
+  });
+
+  it("a voice note is transcribed, and the transcript is the user message", async () => {
+    telegram.files.set("voice-1", { data: new Uint8Array(300).fill(7), mimeType: "audio/ogg" });
+    const key = await sendTelegram(5102, {
+      voice: { file_id: "voice-1", mime_type: "audio/ogg", file_size: 300, duration: 2 },
+    });
+    await eventually(async () => sentTexts().includes("got it"));
+    await drain(key);
+    expect(transcriptions).toBe(1);
+    expect(lastUser()).toBe("[voice note] hello from a voice note");
+    const user = (await history(key)).find((m) => m.role === "user");
+    expect(user?.content).toEqual([
+      { type: "text", text: "[voice note] hello from a voice note" },
+      expect.objectContaining({
+        type: "audio",
+        mimeType: "audio/ogg",
+        bytes: 300,
+        transcript: "hello from a voice note",
+      }),
+    ]);
+  });
+
+  it("a text document is given to the model inline", async () => {
+    const text = "line one\nline two";
+    telegram.files.set("doc-1", { data: new TextEncoder().encode(text), mimeType: "text/plain" });
+    const key = await sendTelegram(
+      5103,
+      {
+        document: {
+          file_id: "doc-1",
+          file_name: "notes.txt",
+          mime_type: "text/plain",
+          file_size: text.length,
+        },
+      },
+      "summarize",
+    );
+    await eventually(async () => sentTexts().includes("got it"));
+    await drain(key);
+    expect(lastUser()).toEqual([
+      { type: "text", text: "summarize" },
+      { type: "text", text: `[file: notes.txt, text/plain, 1 KB]\n${text}` },
+    ]);
+  });
+
+  it("a file past media.maxBytes gets one notice and no run", async () => {
+    const key = await sendTelegram(5104, {
+      document: {
+        file_id: "doc-big",
+        file_name: "big.pdf",
+        mime_type: "application/pdf",
+        file_size: MAX_BYTES + 1,
+      },
+    });
+    await eventually(async () => sentTexts().some((t) => t.includes("too large")));
+    expect(sentTexts().filter((t) => t.includes("too large"))).toEqual([
+      `⚠️ "big.pdf" is too large (0.0 MB; the limit is 0.0 MB), so it was not passed on. Send a smaller one, or its text.`,
+    ]);
+    expect(completions).toHaveLength(0);
+    expect(telegram.calls.some((c) => c.path.endsWith("/getFile"))).toBe(false);
+    expect(
+      (
+        await call(`/rpc/sessions.get`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+          body: JSON.stringify({ key }),
+        })
+      ).status,
+    ).toBe(404);
+  });
+
+  it("the bridge's https attachment is fetched and kept; deleting the session with its transcript removes it", async () => {
+    files.set("https://files.test/report.txt", "quarterly numbers");
+    const key = "agent:main:bridge:dm:ann";
+    await changeActorEnv(key, { config: CONFIG, vars: VARS });
+    const raw = JSON.stringify({
+      messageId: "b-1",
+      chatType: "direct",
+      from: "ann",
+      text: "see attached",
+      attachments: [{ url: "https://files.test/report.txt", mimeType: "text/plain", name: "report.txt" }],
+    });
+    const res = await call("/hooks/inbound/bridge", {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        [SIGNATURE_HEADER]: await signBody("test-connector-secret", raw),
+      },
+      body: raw,
+    });
+    expect(res.status).toBe(202);
+    await eventually(async () => completions.length === 1);
+    await drain(key);
+    expect(lastUser()).toEqual([
+      { type: "text", text: "see attached" },
+      { type: "text", text: "[file: report.txt, text/plain, 1 KB]\nquarterly numbers" },
+    ]);
+    const part = (await history(key)).find((m) => m.role === "user")?.content.find((p) => p.type === "file");
+    const mediaId = (part as { mediaId: string }).mediaId;
+    const auth = { headers: { authorization: `Bearer ${TOKEN}` } };
+    expect((await call(`/v1/media/${mediaId}`, auth)).status).toBe(200);
+
+    expect(
+      (await rpc<{ ok?: boolean }>("sessions.delete", { key, deleteTranscript: true })) !== undefined,
+    ).toBe(true);
+    await eventually(async () => (await call(`/v1/media/${mediaId}`, auth)).status === 404);
+  });
+});

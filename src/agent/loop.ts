@@ -61,16 +61,21 @@ export interface RunCheckpoint {
   costUsd?: number;
   /** Reasoning returned with tool calls, by the id of the first call of its step. */
   reasoning?: Record<string, ReasoningPart[]>;
-  /** Its model and tool spans (SPEC §21 run timeline), the first MAX_TIMELINE_SPANS of them. */
+  /**
+   * The spans of model calls that produced no message (failed, aborted, refused: SPEC §21 run
+   * timeline). The others ride on the message they produced (`TranscriptMessage.span`), stored
+   * with its step, so the checkpoint stays small however many steps a run takes.
+   */
   timeline?: TimelineSpan[];
 }
 
 /** A run's timeline keeps this many spans: a bounded row, and more than `maxSteps` allows in practice. */
 export const MAX_TIMELINE_SPANS = 200;
 
-function addSpan(cp: RunCheckpoint, span: TimelineSpan): void {
-  cp.timeline ??= [];
-  if (cp.timeline.length < MAX_TIMELINE_SPANS) cp.timeline.push(span);
+/** The run's spans so far, in start order: those on its messages and those of calls that made none. */
+export function runTimelineOf(cp: RunCheckpoint): TimelineSpan[] {
+  const spans = [...cp.produced.flatMap((m) => (m.span ? [m.span] : [])), ...(cp.timeline ?? [])];
+  return spans.sort((a, b) => a.startedAt - b.startedAt).slice(0, MAX_TIMELINE_SPANS);
 }
 
 /** A model call as it ended, for an observer (the Analytics Engine's data points, SPEC §21). */
@@ -305,7 +310,9 @@ function modelCallEnded(
   costUsd: number | null,
 ): void {
   const ms = Date.now() - startedAt;
-  addSpan(cp, { phase: "model", name: input.modelRef, startedAt, ms, outcome });
+  // A call that produced a message: its span goes on that message (below).
+  if (outcome !== "ok")
+    (cp.timeline ??= []).push({ phase: "model", name: input.modelRef, startedAt, ms, outcome });
   try {
     input.onModelCall?.({ model: input.modelRef, startedAt, ms, outcome, tokens, costUsd });
   } catch (error) {
@@ -328,14 +335,14 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
         const result = skipped
           ? { text: SKIPPED_FOR_STEER, isError: false }
           : await runTool(call, pending.calledAt, input);
-        addSpan(cp, {
-          phase: "tool",
-          name: call.name,
-          startedAt,
-          ms: Date.now() - startedAt,
-          outcome: skipped ? "skipped" : result.isError ? "error" : "ok",
-        });
         const message: TranscriptMessage = {
+          span: {
+            phase: "tool",
+            name: call.name,
+            startedAt,
+            ms: Date.now() - startedAt,
+            outcome: skipped ? "skipped" : result.isError ? "error" : "ok",
+          },
           id: `${input.runId}:s${cp.step}:t:${call.id}`,
           role: "toolResult",
           content: [{ type: "text", text: boundedText(result.text) }],
@@ -374,7 +381,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     const callStartedAt = Date.now();
     const refused = input.beforeCall?.(cp);
     if (refused) {
-      addSpan(cp, {
+      (cp.timeline ??= []).push({
         phase: "model",
         name: input.modelRef,
         startedAt: callStartedAt,
@@ -430,6 +437,13 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     const cost = costOf(tokens, input.price);
     modelCallEnded(input, cp, callStartedAt, "ok", tokens, cost);
     const message: TranscriptMessage = {
+      span: {
+        phase: "model",
+        name: input.modelRef,
+        startedAt: callStartedAt,
+        ms: Date.now() - callStartedAt,
+        outcome: "ok",
+      },
       id: `${input.runId}:s${cp.step}:a`,
       role: "assistant",
       content,

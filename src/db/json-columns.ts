@@ -97,15 +97,15 @@ export const UsageSchema: z.ZodType<Usage> = z.looseObject({
   costUsd: num.nullable().optional(),
 });
 
-export const TimelineSchema: z.ZodType<TimelineSpan[]> = z.array(
-  z.looseObject({
-    phase: z.enum(["queued", "model", "tool", "delivery"]),
-    name: str.optional(),
-    startedAt: num,
-    ms: num,
-    outcome: str.optional(),
-  }),
-);
+export const TimelineSpanSchema: z.ZodType<TimelineSpan> = z.looseObject({
+  phase: z.enum(["queued", "model", "tool", "delivery"]),
+  name: str.optional(),
+  startedAt: num,
+  ms: num,
+  outcome: str.optional(),
+});
+
+export const TimelineSchema = z.array(TimelineSpanSchema);
 
 export const TaskRunSchema: z.ZodType<TaskRun> = z.looseObject({
   at: num,

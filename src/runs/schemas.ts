@@ -13,6 +13,7 @@ import {
   DeliveryContextSchema,
   OriginSchema,
   ProvenanceSchema,
+  TimelineSpanSchema,
   UsageSchema,
 } from "../db/json-columns";
 import type { SessionRow } from "../db/queries";
@@ -38,6 +39,7 @@ const flag = z.boolean().default(false);
 
 export const TranscriptMessageSchema: z.ZodType<TranscriptMessage> = z.looseObject({
   id: str,
+  span: TimelineSpanSchema.optional(),
   seq: num.optional(),
   role: z.enum(["user", "assistant", "toolResult", "system"]),
   content: ContentSchema,

@@ -234,7 +234,7 @@ export class SessionActor extends DurableObject<Env> {
     if (this.store.finishedOutcome(runId)) return "ended";
     const row = this.queue.byRunId(runId);
     if (!row) return "unknown";
-    return queuedRunRecord(row);
+    return queuedRunRecord(row, this.queue.progress(row));
   }
 
   /**

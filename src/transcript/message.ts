@@ -77,6 +77,12 @@ export interface TimelineSpan {
 export interface TranscriptMessage {
   /** Deterministic id (`<runId>:<step…>`): appends are idempotent by it. */
   id: string;
+  /**
+   * The time the run spent producing this message (its model call, its tool), kept with the
+   * run's step while it runs and gathered into the run's timeline at its end; no transcript
+   * column holds it.
+   */
+  span?: TimelineSpan;
   seq?: number;
   role: Role;
   content: ContentPart[];

@@ -9,6 +9,10 @@
  *                                                          entry (one synchronous step) run's finalize writes it);
  *                                                                                        others: the entry and the
  *                                                                                        queued run, written through
+ *   fetched     a run whose inputs carry files: each       DO: the inputs as fetched in  -
+ *               downloaded, kept in R2, audio transcribed  the checkpoint (R2: the files,
+ *               (run/media.ts), before its start is        by ids derived from the run)
+ *               recorded
  *   started     the queue head is attempted                DO: checkpoint (running),     - (written through when
  *                                                          `starts` counted              session.writeBehind is off)
  *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  - (the step's messages ride
@@ -75,7 +79,7 @@
  * The actor starts the head at once when a run is admitted to an idle actor or the run before
  * it is done, and its alarm is the backstop (session/scheduler.ts).
  */
-import { emptyCheckpoint, runUsage } from "../../agent/loop";
+import { emptyCheckpoint, runTimelineOf, runUsage } from "../../agent/loop";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunInput, RunOutcome } from "../../runs/types";
@@ -318,7 +322,7 @@ async function finalize(
       reply: outcome.reply ?? null,
       model: entry?.model ?? null,
       usage,
-      timeline: progress.loop.timeline ?? null,
+      timeline: runTimelineOf(progress.loop),
       // false: blocked by send policy; null: the delivery's own row says (runs.get reads it).
       delivered: blocked ? false : null,
     },

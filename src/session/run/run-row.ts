@@ -2,18 +2,27 @@
  * A run's D1 row as the lifecycle writes it: as its accept wrote it, as far as a waiting or
  * running run went, and the usage a run ended with, accounted on the entry. Pure.
  */
+import { runTimelineOf } from "../../agent/loop";
 import type { SessionRow } from "../../db/queries";
 import type { RunOutcome } from "../../runs/types";
 import type { RunRecord } from "../d1/records";
 import { progressOf, type QueuedRun, type QueueRow, type RunProgress, specOf } from "./queue";
 
-/** A waiting or running run's row as far as it went (D1 gets it with the run's finalize). */
-export function queuedRunRecord(row: QueueRow): RunRecord {
+/**
+ * A waiting or running run's row as far as it went (D1 gets it with the run's finalize); with
+ * its whole progress (its steps read back), its timeline so far.
+ */
+export function queuedRunRecord(row: QueueRow, whole?: RunProgress): RunRecord {
   const spec = specOf(row);
-  const progress = progressOf(row);
+  const progress = whole ?? progressOf(row);
   const run = runRecordOf(row.run_id, spec, row.enqueued_at);
   return progress
-    ? { ...run, status: "running", startedAt: progress.startedAt, timeline: progress.loop.timeline ?? null }
+    ? {
+        ...run,
+        status: "running",
+        startedAt: progress.startedAt,
+        ...(whole ? { timeline: runTimelineOf(whole.loop) } : {}),
+      }
     : run;
 }
 

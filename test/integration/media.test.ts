@@ -3,9 +3,15 @@
  * input and is kept in R2 (`GET /v1/media/:mediaId` returns it, with the operator token only); a
  * voice note is transcribed and its transcript is the user message; a text document is given
  * inline; a file past `media.maxBytes` gets one notice and no run; the bridge's https attachment
- * is fetched the same way; a session deleted with its transcript takes its files along.
+ * is fetched the same way; a session deleted with its transcript takes its files along; a run
+ * that crashes after its files were fetched does not fetch or transcribe them again.
  */
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import {
+  abortAllDurableObjects,
+  createExecutionContext,
+  runDurableObjectAlarm,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
@@ -14,7 +20,7 @@ import type { TranscriptMessage } from "../../src/transcript/message";
 import type { fakeTelegram } from "../support/platform-fakes";
 import { type SignedRequest, telegramRequest, telegramUpdate } from "../support/platform-requests";
 import { PLATFORM_SECRETS, platformConnectors, platformFakes } from "../support/platform-world";
-import { changeActorEnv, configText, drain, eventually, TOKEN } from "./support";
+import { actor, changeActorEnv, configText, drain, eventually, TOKEN } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const BASES = {
@@ -46,11 +52,15 @@ let telegram: ReturnType<typeof fakeTelegram>;
 let completions: Array<{ messages: Array<{ role: string; content: unknown }> }>;
 let transcriptions: number;
 const files = new Map<string, string>();
+/** While set, the model's answers wait; a crash (`epoch` bumped) fails those made before it. */
+let holdModel = false;
+let epoch = 0;
 
 beforeEach(() => {
   ({ telegram } = platformFakes());
   completions = [];
   transcriptions = 0;
+  holdModel = false;
   const real = globalThis.fetch;
   vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
     const req = new Request(input, init);
@@ -65,6 +75,9 @@ beforeEach(() => {
     if (req.url === "https://model.test/v1/chat/completions") {
       const body = (await req.json()) as (typeof completions)[number];
       completions.push(body);
+      const born = epoch;
+      while (holdModel && born === epoch) await new Promise((r) => setTimeout(r, 5));
+      if (born !== epoch) throw new Error("simulated crash: the process died here");
       return Response.json({
         id: "c",
         object: "chat.completion",
@@ -284,5 +297,29 @@ describe("media in", () => {
       (await rpc<{ ok?: boolean }>("sessions.delete", { key, deleteTranscript: true })) !== undefined,
     ).toBe(true);
     await eventually(async () => (await call(`/v1/media/${mediaId}`, auth)).status === 404);
+  });
+
+  it("a run that crashes after its files were fetched does not fetch or transcribe them again", async () => {
+    telegram.files.set("voice-crash", { data: new Uint8Array(200).fill(3), mimeType: "audio/ogg" });
+    holdModel = true;
+    const key = await sendTelegram(5105, {
+      voice: { file_id: "voice-crash", mime_type: "audio/ogg", file_size: 200, duration: 1 },
+    });
+    // fetched (and checkpointed), started, and its model call under way: the process dies.
+    await eventually(async () => completions.length === 1);
+    epoch++;
+    await abortAllDurableObjects();
+    holdModel = false;
+    await changeActorEnv(key, { config: CONFIG, vars: VARS });
+    await runDurableObjectAlarm(actor(key));
+    await eventually(async () => sentTexts().includes("got it"));
+    await drain(key);
+    expect(telegram.calls.filter((c) => c.path.endsWith("/getFile"))).toHaveLength(1);
+    expect(transcriptions).toBe(1);
+    expect(sentTexts().filter((t) => t === "got it")).toHaveLength(1);
+    expect(lastUser()).toBe("[voice note] hello from a voice note");
+    const users = (await history(key)).filter((m) => m.role === "user");
+    expect(users).toHaveLength(1);
+    expect(users[0]?.content[1]).toMatchObject({ type: "audio", transcript: "hello from a voice note" });
   });
 });

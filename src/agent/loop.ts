@@ -72,6 +72,11 @@ export interface RunCheckpoint {
 /** A run's timeline keeps this many spans: a bounded row, and more than `maxSteps` allows in practice. */
 export const MAX_TIMELINE_SPANS = 200;
 
+/** The span of a model call that produced no message, kept in the checkpoint. */
+function spanWithoutMessage(cp: RunCheckpoint, span: TimelineSpan): void {
+  cp.timeline = [...(cp.timeline ?? []), span];
+}
+
 /** The run's spans so far, in start order: those on its messages and those of calls that made none. */
 export function runTimelineOf(cp: RunCheckpoint): TimelineSpan[] {
   const spans = [...cp.produced.flatMap((m) => (m.span ? [m.span] : [])), ...(cp.timeline ?? [])];
@@ -312,7 +317,7 @@ function modelCallEnded(
   const ms = Date.now() - startedAt;
   // A call that produced a message: its span goes on that message (below).
   if (outcome !== "ok")
-    (cp.timeline ??= []).push({ phase: "model", name: input.modelRef, startedAt, ms, outcome });
+    spanWithoutMessage(cp, { phase: "model", name: input.modelRef, startedAt, ms, outcome });
   try {
     input.onModelCall?.({ model: input.modelRef, startedAt, ms, outcome, tokens, costUsd });
   } catch (error) {
@@ -381,7 +386,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
     const callStartedAt = Date.now();
     const refused = input.beforeCall?.(cp);
     if (refused) {
-      (cp.timeline ??= []).push({
+      spanWithoutMessage(cp, {
         phase: "model",
         name: input.modelRef,
         startedAt: callStartedAt,

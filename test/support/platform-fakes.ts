@@ -104,7 +104,10 @@ export class FakePlatform {
     }
     call.status = answer.status;
     if (answer.raw)
-      return new Response(answer.raw as Uint8Array<ArrayBuffer>, { status: answer.status, headers: answer.headers ?? {} });
+      return new Response(answer.raw as Uint8Array<ArrayBuffer>, {
+        status: answer.status,
+        headers: answer.headers ?? {},
+      });
     return new Response(JSON.stringify(answer.body), {
       status: answer.status,
       headers: { "content-type": "application/json", ...answer.headers },
@@ -176,7 +179,12 @@ export function fakeTelegram(
             status: 200,
             body: {
               ok: true,
-              result: { file_id: id, file_unique_id: `u${id}`, file_size: file.data.byteLength, file_path: `files/${id}` },
+              result: {
+                file_id: id,
+                file_unique_id: `u${id}`,
+                file_size: file.data.byteLength,
+                file_path: `files/${id}`,
+              },
             },
           };
         }

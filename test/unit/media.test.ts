@@ -115,7 +115,7 @@ describe("what a model is given of a message's files", () => {
 
   it("a model that cannot see reads the image as a line; a message without files stays text", () => {
     const [user] = toModelMessages([message], 10);
-    expect((user?.content as Array<{ text?: string }>)[1]).toEqual({
+    expect((user?.content as Array<{ text?: string }> | undefined)?.[1]).toEqual({
       type: "text",
       text: "[image: a.png, image/png, 2 KB]",
     });

@@ -55,3 +55,23 @@ export async function deleteTranscriptMedia(
   }
   return deleted;
 }
+
+/**
+ * A stored file as an HTTP response (its MIME type, its name), streamed from R2; undefined when
+ * the id is malformed or nothing is stored under it.
+ */
+export async function mediaResponse(bucket: R2Bucket, mediaId: string): Promise<Response | undefined> {
+  const key = mediaKey(mediaId);
+  const object = key ? await bucket.get(key) : null;
+  if (!object) return undefined;
+  const name = object.customMetadata?.name;
+  return new Response(object.body, {
+    headers: {
+      "content-type": object.httpMetadata?.contentType ?? "application/octet-stream",
+      "content-length": String(object.size),
+      "cache-control": "private, max-age=3600",
+      ...(name ? { "content-disposition": `inline; filename="${name.replace(/["\\\r\n]/g, "_")}"` } : {}),
+      "x-content-type-options": "nosniff",
+    },
+  });
+}

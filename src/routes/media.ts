@@ -6,7 +6,7 @@
 import { Hono } from "hono";
 import { requireToken } from "../auth/bearer";
 import { loadConfig } from "../config/load";
-import { mediaBucket, mediaKey } from "../db/media-store";
+import { mediaBucket, mediaResponse } from "../db/media-store";
 import { ApiError } from "../http/errors";
 import { SURFACE } from "../http/surface";
 
@@ -15,22 +15,10 @@ export const media = new Hono<{ Bindings: Env }>().get(
   requireToken("GATEWAY_TOKEN"),
   async (c) => {
     const mediaId = c.req.param("mediaId");
-    const key = mediaKey(mediaId);
-    if (!key)
-      throw new ApiError("NOT_FOUND", `unknown media id "${mediaId}": ids are <sessionId>.<24 hex digits>`);
     const bucket = mediaBucket(c.env, loadConfig(c.env));
     if (!bucket) throw new ApiError("NOT_FOUND", "no media store is configured (media.r2)");
-    const object = await bucket.get(key);
-    if (!object) throw new ApiError("NOT_FOUND", `media not found: ${mediaId}`);
-    const name = object.customMetadata?.name;
-    return new Response(object.body, {
-      headers: {
-        "content-type": object.httpMetadata?.contentType ?? "application/octet-stream",
-        "content-length": String(object.size),
-        "cache-control": "private, max-age=3600",
-        ...(name ? { "content-disposition": `inline; filename="${name.replace(/["\\\r\n]/g, "_")}"` } : {}),
-        "x-content-type-options": "nosniff",
-      },
-    });
+    const res = await mediaResponse(bucket, mediaId);
+    if (!res) throw new ApiError("NOT_FOUND", `media not found: ${mediaId}`);
+    return res;
   },
 );

@@ -78,6 +78,8 @@ figure.chart svg{display:block;width:100%;height:auto;max-height:320px}
 figure.chart .bar:hover .cost{fill:#1a3f91}
 figure.chart figcaption{margin-top:.35rem}
 figure.chart svg.timeline{max-height:none}
+figure.media{margin:.4rem 0}figure.media img{display:block;max-width:min(100%,360px);max-height:320px;border-radius:6px;border:1px solid var(--line)}
+figure.media audio{display:block;width:min(100%,360px)}
 .swatch-unpriced{display:inline-block;width:.9em;height:.9em;vertical-align:-.1em;border:1px solid #8a94a3;
 background:repeating-linear-gradient(45deg,#8a94a3 0 1.5px,#eef1f5 1.5px 4px)}
 .msg.compaction{border:1px dashed var(--warn);background:#fffbeb}

@@ -4,6 +4,8 @@
  * in progress).
  */
 import { Hono } from "hono";
+import { loadConfig } from "../config/load";
+import { mediaBucket, mediaResponse } from "../db/media-store";
 import { ApiError } from "../http/errors";
 import type { TranscriptMessage } from "../transcript/message";
 import { daysInRange, isCalendarDay } from "../views/cost-chart";
@@ -168,6 +170,15 @@ export const pages = new Hono<UiEnv>()
     }
     const data: UsageData = { days, sessions, agents, models };
     return c.html(<UsagePage data={data} csrf={c.get("csrfToken")} />);
+  })
+
+  // A file of a transcript (SPEC §22), for the session page's images and audio.
+  .get("/media/:mediaId", async (c) => {
+    const mediaId = c.req.param("mediaId");
+    const bucket = mediaBucket(c.env, loadConfig(c.env));
+    const res = bucket ? await mediaResponse(bucket, mediaId) : undefined;
+    if (!res) throw new ApiError("NOT_FOUND", `media not found: ${mediaId}`);
+    return res;
   })
 
   .get("/jobs", async (c) => {

@@ -190,6 +190,23 @@ describe("media in", () => {
     expect(
       (await call(`/v1/media/not-an-id`, { headers: { authorization: `Bearer ${TOKEN}` } })).status,
     ).toBe(404);
+
+    // The dashboard shows it in the transcript, from its own route behind the login.
+    const login = await call("/ui/login", {
+      method: "POST",
+      redirect: "manual",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: "http://gw.test" },
+      body: new URLSearchParams({ token: TOKEN, next: "/ui/sessions" }).toString(),
+    });
+    const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
+    const page = await (
+      await call(`/ui/session?key=${encodeURIComponent(key)}`, { headers: { cookie } })
+    ).text();
+    expect(page).toContain(`<img src="/ui/media/${mediaId}" alt="photo.jpg"`);
+    const shown = await call(`/ui/media/${mediaId}`, { headers: { cookie } });
+    expect(shown.status).toBe(200);
+    expect(new Uint8Array(await shown.arrayBuffer())).toEqual(jpeg);
+    expect((await call(`/ui/media/${mediaId}`, { redirect: "manual" })).status).toBe(303);
   });
 
   it("a voice note is transcribed, and the transcript is the user message", async () => {

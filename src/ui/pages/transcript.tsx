@@ -4,7 +4,13 @@
  * entries and memory-flush turns marked as such.
  */
 import type { FC } from "hono/jsx";
-import { type ContentPart, FLUSH_ID_MARK, type TranscriptMessage } from "../../transcript/message";
+import {
+  type ContentPart,
+  FLUSH_ID_MARK,
+  type MediaPart,
+  mediaLine,
+  type TranscriptMessage,
+} from "../../transcript/message";
 import { Badge, shortId, When } from "../layout";
 
 function json(value: unknown): string {
@@ -43,6 +49,33 @@ const ToolCalls: FC<{ parts: ContentPart[] }> = ({ parts }) => (
           <pre>{json(p.arguments)}</pre>
         </details>
       ))}
+  </>
+);
+
+/** A message's files (SPEC §22): an image shown, audio playable with its transcript, a file to open. */
+const Files: FC<{ parts: ContentPart[] }> = ({ parts }) => (
+  <>
+    {parts
+      .filter((p): p is MediaPart => p.type === "image" || p.type === "audio" || p.type === "file")
+      .map((p) => {
+        const src = `/ui/media/${encodeURIComponent(p.mediaId)}`;
+        const label = p.name ?? p.mediaId;
+        return (
+          <figure class="media" data-media={p.type}>
+            {p.type === "image" ? (
+              <a href={src}>
+                <img src={src} alt={label} loading="lazy" />
+              </a>
+            ) : p.type === "audio" ? (
+              <audio controls preload="none" src={src} title={label} />
+            ) : null}
+            <figcaption class="muted small">
+              <a href={src}>{mediaLine(p)}</a>
+              {p.transcript !== undefined && <span> · transcript: “{p.transcript}”</span>}
+            </figcaption>
+          </figure>
+        );
+      })}
   </>
 );
 
@@ -90,6 +123,7 @@ const Message: FC<{ m: TranscriptMessage }> = ({ m }) => {
       ) : (
         <>
           {text && <div class="text">{text}</div>}
+          <Files parts={m.content} />
           <ToolCalls parts={m.content} />
         </>
       )}

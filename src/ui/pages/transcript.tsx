@@ -52,6 +52,12 @@ const ToolCalls: FC<{ parts: ContentPart[] }> = ({ parts }) => (
   </>
 );
 
+/** Audio's captions: its transcript as one WebVTT cue over the whole of it (a data URL). */
+function captions(transcript: string | undefined): string {
+  const text = (transcript ?? "[not transcribed]").replace(/-->/g, "→");
+  return `data:text/vtt;charset=utf-8,${encodeURIComponent(`WEBVTT\n\n00:00.000 --> 99:59:59.000\n${text}\n`)}`;
+}
+
 /** A message's files (SPEC §22): an image shown, audio playable with its transcript, a file to open. */
 const Files: FC<{ parts: ContentPart[] }> = ({ parts }) => (
   <>
@@ -67,7 +73,9 @@ const Files: FC<{ parts: ContentPart[] }> = ({ parts }) => (
                 <img src={src} alt={label} loading="lazy" />
               </a>
             ) : p.type === "audio" ? (
-              <audio controls preload="none" src={src} title={label} />
+              <audio controls preload="none" src={src} title={label}>
+                <track kind="captions" label="Transcript" src={captions(p.transcript)} default />
+              </audio>
             ) : null}
             <figcaption class="muted small">
               <a href={src}>{mediaLine(p)}</a>

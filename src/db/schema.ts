@@ -278,6 +278,20 @@ export const runPrefixes = sqliteTable(
   (t) => [primaryKey({ columns: [t.prefix, t.sessionKey] })],
 );
 
+/** What a usage rollup row adds up (SPEC §21): the runs, their model calls, tokens and cost. */
+function usageSums() {
+  return {
+    runs: integer("runs").notNull().default(0),
+    modelCalls: integer("model_calls").notNull().default(0),
+    inputTokens: integer("input_tokens").notNull().default(0),
+    outputTokens: integer("output_tokens").notNull().default(0),
+    cacheReadTokens: integer("cache_read_tokens").notNull().default(0),
+    cacheWriteTokens: integer("cache_write_tokens").notNull().default(0),
+    costUsd: real("cost_usd").notNull().default(0),
+    unpricedCalls: integer("unpriced_calls").notNull().default(0),
+  };
+}
+
 /**
  * Usage and cost per day, session and model (SPEC §21 `usage.summary`): a rollup each run's
  * finalize adds to in the same batch as the run's row (db/usage.ts), so a summary reads these
@@ -293,14 +307,7 @@ export const usageDaily = sqliteTable(
     model: text("model").notNull(),
     agentId: text("agent_id").notNull(),
     channel: text("channel"),
-    runs: integer("runs").notNull().default(0),
-    modelCalls: integer("model_calls").notNull().default(0),
-    inputTokens: integer("input_tokens").notNull().default(0),
-    outputTokens: integer("output_tokens").notNull().default(0),
-    cacheReadTokens: integer("cache_read_tokens").notNull().default(0),
-    cacheWriteTokens: integer("cache_write_tokens").notNull().default(0),
-    costUsd: real("cost_usd").notNull().default(0),
-    unpricedCalls: integer("unpriced_calls").notNull().default(0),
+    ...usageSums(),
   },
   // Keyed by day first: a summary reads a range of days (its filters apply within it). WITHOUT
   // ROWID in the migration: a day's first run of a session writes one row, no index row.
@@ -321,14 +328,7 @@ export const usageAgents = sqliteTable(
     model: text("model").notNull(),
     /** The session's channel ('' when none). */
     channel: text("channel").notNull(),
-    runs: integer("runs").notNull().default(0),
-    modelCalls: integer("model_calls").notNull().default(0),
-    inputTokens: integer("input_tokens").notNull().default(0),
-    outputTokens: integer("output_tokens").notNull().default(0),
-    cacheReadTokens: integer("cache_read_tokens").notNull().default(0),
-    cacheWriteTokens: integer("cache_write_tokens").notNull().default(0),
-    costUsd: real("cost_usd").notNull().default(0),
-    unpricedCalls: integer("unpriced_calls").notNull().default(0),
+    ...usageSums(),
   },
   (t) => [primaryKey({ columns: [t.day, t.agentId, t.model, t.channel] })],
 );

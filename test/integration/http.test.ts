@@ -27,7 +27,13 @@ describe("HTTP surface", () => {
   // The dashboard answers every path under its prefix itself (its own 404 page).
   const routed = ENDPOINTS.filter((e) => e !== SURFACE.dashboard);
   const samplePath = (e: (typeof ENDPOINTS)[number]) =>
-    pathOf(e, { method: "status", model: "switchboard/main", file: "s-1.jsonl", channel: "telegram" });
+    pathOf(e, {
+      method: "status",
+      model: "switchboard/main",
+      file: "s-1.jsonl",
+      channel: "telegram",
+      mediaId: "s-1.0123456789abcdef01234567",
+    });
 
   it.each(routed.map((e) => [e.path, e] as const))(
     "answers %s with a method the route table does not give it with 405 and its methods",

@@ -591,7 +591,7 @@ export function costReport(
   }
   if (workloads.some((w) => w.usageRollup !== undefined)) {
     out.push(
-      `| of the D1 rows written: the usage rollup (\`usage_daily\`: one upsert per run, in its finalize's batch; round trips of its own) | ${p.d1RowsWritten.text} | ${workloads
+      `| of the D1 rows written: the usage rollup (\`usage_daily\` and \`usage_agents\`: one upsert each per run, in its finalize's batch; round trips of its own) | ${p.d1RowsWritten.text} | ${workloads
         .map((w) =>
           w.usageRollup === undefined
             ? "not measured"

@@ -5,7 +5,9 @@
  * private channels group, public channels channel) and `app_mention` are messages, `thread_ts`
  * their thread. A post that arrives both as `message` and as `app_mention`, or again as a retry
  * (`X-Slack-Retry-Num`), is one message: its id is `<channel>:<ts>`. Bots (this one too),
- * edits and deletions are ignored. Replies go through `chat.postMessage`, in the thread, 4000
+ * edits and deletions are ignored. A post's files are attachments its run fetches from their
+ * `url_private_download` with the bot token (SPEC §22), never from another host. Replies go
+ * through `chat.postMessage`, in the thread, 4000
  * characters a message; `ok: false` is classified (rate limits after `Retry-After`,
  * `channel_not_found`/`not_in_channel` and the like dead at once).
  */
@@ -47,6 +49,33 @@ interface SlackEvent {
   text?: string;
   ts?: string;
   thread_ts?: string;
+  files?: SlackFile[];
+}
+
+interface SlackFile {
+  name?: string;
+  mimetype?: string;
+  size?: number;
+  url_private?: string;
+  url_private_download?: string;
+}
+
+type Attachment = NonNullable<InboundMessage["attachments"]>[number];
+
+/** A post's files, as attachments fetched by their private URL. */
+function attachmentsOf(e: SlackEvent): Attachment[] {
+  const out: Attachment[] = [];
+  for (const f of e.files ?? []) {
+    const url = f.url_private_download ?? f.url_private;
+    if (!url) continue;
+    out.push({
+      ref: url,
+      ...(f.mimetype ? { mimeType: f.mimetype } : {}),
+      ...(f.name ? { name: f.name } : {}),
+      ...(f.size !== undefined ? { bytes: f.size } : {}),
+    });
+  }
+  return out;
 }
 
 interface Envelope {
@@ -76,9 +105,16 @@ export function normalizeSlack(e: SlackEvent, app: App): PlatformMessage | undef
   if (e.bot_id || !e.user || !e.channel || !e.ts) return undefined;
   if (app.botUserId && e.user === app.botUserId) return undefined;
   const text = e.text ?? "";
-  if (text.trim() === "") return undefined;
+  const attachments = attachmentsOf(e);
+  if (text.trim() === "" && attachments.length === 0) return undefined;
   const chatType = chatTypeOf(e);
-  const inbound: InboundMessage = { messageId: `${e.channel}:${e.ts}`, chatType, from: e.user, text };
+  const inbound: InboundMessage = {
+    messageId: `${e.channel}:${e.ts}`,
+    chatType,
+    from: e.user,
+    text,
+    ...(attachments.length > 0 ? { attachments } : {}),
+  };
   if (chatType !== "direct") inbound.groupId = e.channel;
   if (e.thread_ts && e.thread_ts !== e.ts) inbound.threadId = e.thread_ts;
   const seconds = Number(e.ts);
@@ -114,6 +150,25 @@ export const slack: PlatformConnector<SlackConfig> = {
     { env: app.signingSecretEnv, path: "signingSecretEnv", required: true },
     { env: app.botTokenEnv, path: "botTokenEnv", required: true },
   ],
+
+  async fileSource(ref, app, secrets) {
+    // The bot token goes to Slack's file host only (or the API's own host, a local stand-in).
+    let host: string;
+    try {
+      const url = new URL(ref);
+      host = url.protocol === "https:" ? url.hostname : "";
+    } catch {
+      host = "";
+    }
+    const own = new URL(app.apiBaseUrl).hostname;
+    if (!host || !(host === own || host === "slack.com" || host.endsWith(".slack.com")))
+      return {
+        ok: false,
+        error: `a Slack file is fetched from Slack's own host only (got ${ref.slice(0, 80)})`,
+        permanent: true,
+      };
+    return { ok: true, url: ref, headers: { authorization: `Bearer ${secrets[app.botTokenEnv] ?? ""}` } };
+  },
 
   async verify(req, app, secrets) {
     const signature = req.headers.get(SIGNATURE);

@@ -3,7 +3,8 @@
  * input and is kept in R2 (`GET /v1/media/:mediaId` returns it, with the operator token only); a
  * voice note is transcribed and its transcript is the user message; a text document is given
  * inline; a file past `media.maxBytes` gets one notice and no run; the bridge's https attachment
- * is fetched the same way; a session deleted with its transcript takes its files along; a run
+ * is fetched the same way, and a Slack file with the bot token from Slack's host only; a session
+ * deleted with its transcript takes its files along; a run
  * that crashes after its files were fetched does not fetch or transcribe them again.
  */
 import {
@@ -17,8 +18,14 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { app } from "../../src/http/app";
 import type { TranscriptMessage } from "../../src/transcript/message";
-import type { fakeTelegram } from "../support/platform-fakes";
-import { type SignedRequest, telegramRequest, telegramUpdate } from "../support/platform-requests";
+import type { fakeSlack, fakeTelegram } from "../support/platform-fakes";
+import {
+  type SignedRequest,
+  slackEvent,
+  slackRequest,
+  telegramRequest,
+  telegramUpdate,
+} from "../support/platform-requests";
 import { PLATFORM_SECRETS, platformConnectors, platformFakes } from "../support/platform-world";
 import { actor, changeActorEnv, configText, drain, eventually, TOKEN } from "./support";
 
@@ -48,6 +55,7 @@ const VARS = PLATFORM_SECRETS;
 const ENV = { ...env, ...VARS, SWITCHBOARD_CONFIG: configText(CONFIG) } as Env;
 
 let telegram: ReturnType<typeof fakeTelegram>;
+let slack: ReturnType<typeof fakeSlack>;
 /** The chat completions the model was asked, and the transcriptions. */
 let completions: Array<{ messages: Array<{ role: string; content: unknown }> }>;
 let transcriptions: number;
@@ -57,7 +65,7 @@ let holdModel = false;
 let epoch = 0;
 
 beforeEach(() => {
-  ({ telegram } = platformFakes());
+  ({ telegram, slack } = platformFakes());
   completions = [];
   transcriptions = 0;
   holdModel = false;
@@ -65,6 +73,7 @@ beforeEach(() => {
   vi.spyOn(globalThis, "fetch").mockImplementation(async (input, init) => {
     const req = new Request(input, init);
     if (req.url.startsWith(BASES.telegram)) return telegram.handle(req, BASES.telegram);
+    if (req.url.startsWith(BASES.slack)) return slack.handle(req, BASES.slack);
     if (req.url === "https://model.test/v1/audio/transcriptions") {
       transcriptions++;
       const form = await req.formData();
@@ -111,7 +120,8 @@ async function call(path: string, init: RequestInit = {}) {
 
 async function post(path: string, req: SignedRequest) {
   const res = await call(path, { method: "POST", headers: req.headers, body: req.body });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+  const text = await res.text();
+  return { status: res.status, json: (text ? JSON.parse(text) : {}) as Record<string, unknown> };
 }
 
 async function rpc<T>(method: string, params: unknown): Promise<T> {
@@ -338,5 +348,44 @@ describe("media in", () => {
     const users = (await history(key)).filter((m) => m.role === "user");
     expect(users).toHaveLength(1);
     expect(users[0]?.content[1]).toMatchObject({ type: "audio", transcript: "hello from a voice note" });
+  });
+
+  it("a Slack file is fetched from its private URL with the bot token, never from another host", async () => {
+    const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 9, 9]);
+    slack.files.set("F1/chart.png", { data: png, mimeType: "image/png" });
+    // Session keys are lower case (session.caseSensitiveChannels aside).
+    const key = "agent:main:slack:dm:u0ann";
+    await changeActorEnv(key, { config: CONFIG, vars: VARS });
+    const event = slackEvent({ user: "U0ANN", channel: "D0ANN", text: "" }) as {
+      event: Record<string, unknown>;
+    };
+    event.event.subtype = "file_share";
+    event.event.files = [
+      {
+        name: "chart.png",
+        mimetype: "image/png",
+        size: png.byteLength,
+        url_private_download: `${BASES.slack}/files-pri/F1/chart.png`,
+      },
+      // Another host is never sent the bot token: the file becomes a line.
+      {
+        name: "elsewhere.png",
+        mimetype: "image/png",
+        size: 3,
+        url_private_download: "https://evil.test/x.png",
+      },
+    ];
+    const res = await post("/connectors/slack", await slackRequest(event, VARS.SLACK_SIGNING_SECRET));
+    expect(res.status).toBe(200);
+    await eventually(async () => completions.length === 1);
+    await drain(key);
+    const content = lastUser() as Array<{ type: string; text?: string; image_url?: { url: string } }>;
+    expect(content.map((p) => p.type)).toEqual(["text", "image_url"]);
+    expect(content[0]?.text).toContain(
+      "[image: elsewhere.png — not available: a Slack file is fetched from Slack's own host only",
+    );
+    expect(content[1]?.image_url?.url).toBe(`data:image/png;base64,${btoa(String.fromCharCode(...png))}`);
+    const download = slack.calls.find((c) => c.path === "/files-pri/F1/chart.png");
+    expect(download?.headers.authorization).toBe(`Bearer ${VARS.SLACK_BOT_TOKEN}`);
   });
 });

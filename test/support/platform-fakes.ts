@@ -117,7 +117,7 @@ export class FakePlatform {
 
 let ids = 1000;
 
-/** A file the Telegram fake holds: `getFile` answers its path, the download its bytes. */
+/** A file a fake holds (Telegram: `getFile` answers its path; Slack: its private URL), and its bytes. */
 export interface TelegramFakeFile {
   data: Uint8Array;
   mimeType: string;
@@ -223,10 +223,20 @@ export function fakeTelegram(
 export function fakeSlack(
   token: string,
   bot = { userId: "U0BOT", user: "helper", team: "Acme" },
-): FakePlatform {
-  return new FakePlatform(
+): FakePlatform & { files: Map<string, TelegramFakeFile> } {
+  const files = new Map<string, TelegramFakeFile>();
+  const fake = new FakePlatform(
     "slack",
     (call) => {
+      // A file's url_private_download (api.slack.com/types/file): the bot token or a 403 page.
+      const file = /^\/files-pri\/(.+)$/.exec(call.path);
+      if (file) {
+        const found = files.get(decodeURIComponent(file[1] ?? ""));
+        if (call.headers.authorization !== `Bearer ${token}`) return { status: 403, body: "forbidden" };
+        return found
+          ? { status: 200, body: null, raw: found.data, headers: { "content-type": found.mimeType } }
+          : { status: 404, body: "not found" };
+      }
       if (call.headers.authorization !== `Bearer ${token}`)
         return { status: 200, body: { ok: false, error: "invalid_auth" } };
       switch (call.path) {
@@ -274,6 +284,7 @@ export function fakeSlack(
           }
         : { body: { ok: false, error: "internal_error" } },
   );
+  return Object.assign(fake, { files });
 }
 
 /** A Discord user the fake knows: their DM channel with the bot, and whether they take DMs. */

@@ -1763,6 +1763,21 @@ async function phaseConnectorPaths(): Promise<void> {
   }
 }
 
+/** What the read phases over a seeded D1 (15: search, 16: usage) start their gateways with. */
+function readPhaseContext(l: NonNullable<typeof launcher>) {
+  return {
+    launcher: l,
+    wranglerBin,
+    cwd: root,
+    childEnv,
+    config: gatewayConfig("all"),
+    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
+    token: TOKEN,
+    cpuSeconds: (pid: number) => groupCpuSeconds(pid, "workerd"),
+    log,
+  };
+}
+
 /**
  * Phase 15 (bench/search.ts): sessions_search against a sessions_list of 10 rows at 1k/10k and
  * 10k/100k, a rare word and a common one; the bars hold the rare word's search within 2× of the
@@ -1770,17 +1785,7 @@ async function phaseConnectorPaths(): Promise<void> {
  */
 async function phaseSearch(): Promise<void> {
   if (!launcher) throw new Error("launcher not loaded");
-  const sizes = await searchPhase({
-    launcher,
-    wranglerBin,
-    cwd: root,
-    childEnv,
-    config: gatewayConfig("all"),
-    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
-    token: TOKEN,
-    cpuSeconds: (pid) => groupCpuSeconds(pid, "workerd"),
-    log,
-  });
+  const sizes = await searchPhase(readPhaseContext(launcher));
   for (const size of sizes) {
     const at = size.label;
     row(
@@ -1825,17 +1830,7 @@ async function phaseSearch(): Promise<void> {
  */
 async function phaseUsage(): Promise<void> {
   if (!launcher) throw new Error("launcher not loaded");
-  const shapes = await usagePhase({
-    launcher,
-    wranglerBin,
-    cwd: root,
-    childEnv,
-    config: gatewayConfig("all"),
-    vars: { GATEWAY_TOKEN: TOKEN, CONNECTOR_SECRET: SECRET },
-    token: TOKEN,
-    cpuSeconds: (pid) => groupCpuSeconds(pid, "workerd"),
-    log,
-  });
+  const shapes = await usagePhase(readPhaseContext(launcher));
   for (const shape of shapes) {
     const at = `${int(RUNS)} runs, ${int(SESSIONS)} sessions, ${shape.label} (${int(shape.rows)} rollup rows)`;
     if (shape.days !== DAYS || shape.totalRuns !== RUNS)

@@ -3,8 +3,9 @@
  *
  * The loop is resumable. Everything a run has produced so far lives in a checkpoint, and the
  * caller persists the checkpoint before the produced message is appended to the transcript.
- * Given the same checkpoint the loop continues where it stopped: pending tool calls are run,
- * then the next model step. A model step cut off mid-call is simply made again.
+ * Given the same checkpoint (its shape, and what a run's end reads of it: agent/checkpoint.ts)
+ * the loop continues where it stopped: pending tool calls are run, then the next model step. A
+ * model step cut off mid-call is simply made again.
  *
  * Reasoning a model returned alongside tool calls (Anthropic's signed thinking blocks) is kept
  * in the checkpoint and sent back with those calls on the run's next steps, as providers that
@@ -12,10 +13,8 @@
  */
 import type { SharedV4ProviderOptions } from "@ai-sdk/provider";
 import {
-  type AssistantModelMessage,
   generateText,
   type LanguageModel,
-  type LanguageModelUsage,
   type ModelMessage,
   type Tool,
   type ToolSet,
@@ -28,105 +27,21 @@ import {
   boundedArguments,
   boundedText,
   type ContentPart,
-  type TimelineSpan,
   type TranscriptMessage,
   textOf,
-  type Usage,
 } from "../transcript/message";
 import { estimateTokens } from "../transcript/tokens";
+import {
+  callTokens,
+  type ModelCallReport,
+  NO_TOKENS,
+  type ReasoningPart,
+  type RunCheckpoint,
+  spanWithoutMessage,
+} from "./checkpoint";
 import { type MediaInputs, toModelMessages } from "./context";
 import { type CallTokens, costOf, type Price } from "./pricing";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
-
-type ReasoningPart = Extract<
-  Exclude<AssistantModelMessage["content"], string>[number],
-  { type: "reasoning" }
->;
-
-export interface RunCheckpoint {
-  /** Model steps completed. */
-  step: number;
-  /** Messages this run produced (assistant and tool results), in order. */
-  produced: TranscriptMessage[];
-  inputTokens: number;
-  outputTokens: number;
-  /** Prompt + completion tokens of the latest model call. */
-  lastCallTokens: number;
-  /** Of the input, read from and written to the prompt cache (absent in earlier checkpoints: 0). */
-  cacheReadTokens?: number;
-  cacheWriteTokens?: number;
-  /** Model calls made, those of a model without a price, and the priced ones' cost in US dollars. */
-  modelCalls?: number;
-  unpricedCalls?: number;
-  costUsd?: number;
-  /** Reasoning returned with tool calls, by the id of the first call of its step. */
-  reasoning?: Record<string, ReasoningPart[]>;
-  /**
-   * The spans of model calls that produced no message (failed, aborted, refused: SPEC §21 run
-   * timeline). The others ride on the message they produced (`TranscriptMessage.span`), stored
-   * with its step, so the checkpoint stays small however many steps a run takes.
-   */
-  timeline?: TimelineSpan[];
-}
-
-/** A run's timeline keeps this many spans: a bounded row, and more than `maxSteps` allows in practice. */
-export const MAX_TIMELINE_SPANS = 200;
-
-/** The span of a model call that produced no message, kept in the checkpoint. */
-function spanWithoutMessage(cp: RunCheckpoint, span: TimelineSpan): void {
-  cp.timeline = [...(cp.timeline ?? []), span];
-}
-
-/** The run's spans so far, in start order: those on its messages and those of calls that made none. */
-export function runTimelineOf(cp: RunCheckpoint): TimelineSpan[] {
-  const spans = [...cp.produced.flatMap((m) => (m.span ? [m.span] : [])), ...(cp.timeline ?? [])];
-  return spans.sort((a, b) => a.startedAt - b.startedAt).slice(0, MAX_TIMELINE_SPANS);
-}
-
-/** A model call as it ended, for an observer (the Analytics Engine's data points, SPEC §21). */
-export interface ModelCallReport {
-  model: string;
-  startedAt: number;
-  ms: number;
-  outcome: "ok" | "error" | "aborted";
-  tokens: CallTokens;
-  /** US dollars; null when the model has no price. */
-  costUsd: number | null;
-}
-
-/** A call's tokens as the AI SDK reports them; a provider that reports none counts 0. */
-function callTokens(usage: LanguageModelUsage): CallTokens {
-  return {
-    inputTokens: usage.inputTokens ?? 0,
-    outputTokens: usage.outputTokens ?? 0,
-    cacheReadTokens: usage.inputTokenDetails?.cacheReadTokens ?? 0,
-    cacheWriteTokens: usage.inputTokenDetails?.cacheWriteTokens ?? 0,
-  };
-}
-
-/**
- * A run's usage from its checkpoint (SPEC §21): tokens, model calls, and the cost of the priced
- * calls; null when it made calls and none had a price.
- */
-export function runUsage(cp: RunCheckpoint): Usage {
-  const calls = cp.modelCalls ?? 0;
-  const unpriced = cp.unpricedCalls ?? 0;
-  return {
-    inputTokens: cp.inputTokens,
-    outputTokens: cp.outputTokens,
-    // SPEC §17: totalTokens is the last model call's prompt + completion (the context size).
-    totalTokens: cp.lastCallTokens,
-    cacheReadTokens: cp.cacheReadTokens ?? 0,
-    cacheWriteTokens: cp.cacheWriteTokens ?? 0,
-    modelCalls: calls,
-    unpricedCalls: unpriced,
-    costUsd: calls > 0 && unpriced === calls ? null : (cp.costUsd ?? 0),
-  };
-}
-
-export function emptyCheckpoint(): RunCheckpoint {
-  return { step: 0, produced: [], inputTokens: 0, outputTokens: 0, lastCallTokens: 0 };
-}
 
 export interface AgentLoopInput {
   runId: string;
@@ -302,8 +217,6 @@ async function runTool(
     return { text: JSON.stringify({ status: "error", error: exceptionSummary(error) }), isError: true };
   }
 }
-
-const NO_TOKENS: CallTokens = { inputTokens: 0, outputTokens: 0, cacheReadTokens: 0, cacheWriteTokens: 0 };
 
 /** A model call ended: its span in the checkpoint, and the observer told. */
 function modelCallEnded(

@@ -7,7 +7,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import fc from "fast-check";
 import { expect, it } from "vitest";
-import { emptyCheckpoint } from "../../src/agent/loop";
+import { emptyCheckpoint } from "../../src/agent/checkpoint";
 import type { QueuedRun } from "../../src/session/run/queue";
 import { RunQueue } from "../../src/session/run/queue";
 import { migrate } from "../../src/session/storage/schema";

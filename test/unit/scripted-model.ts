@@ -4,7 +4,8 @@
  * loop's input around it.
  */
 import type { LanguageModelV4CallOptions, LanguageModelV4GenerateResult } from "@ai-sdk/provider";
-import { type AgentLoopInput, emptyCheckpoint } from "../../src/agent/loop";
+import { emptyCheckpoint } from "../../src/agent/checkpoint";
+import type { AgentLoopInput } from "../../src/agent/loop";
 import type { AgentTool, ToolContext } from "../../src/tools/types";
 
 /** A model that records its call options and answers from a script. */

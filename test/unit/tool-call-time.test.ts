@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { emptyCheckpoint, type RunCheckpoint, runAgentLoop } from "../../src/agent/loop";
+import { emptyCheckpoint, type RunCheckpoint } from "../../src/agent/checkpoint";
+import { runAgentLoop } from "../../src/agent/loop";
 import type { AgentTool } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { loopInput, scriptedModel } from "./scripted-model";

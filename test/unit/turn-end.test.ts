@@ -4,7 +4,8 @@
  * holds that result (the process died before the run ended) ends the same way, asking nothing.
  */
 import { describe, expect, it } from "vitest";
-import { emptyCheckpoint, type RunCheckpoint, runAgentLoop } from "../../src/agent/loop";
+import { emptyCheckpoint, type RunCheckpoint } from "../../src/agent/checkpoint";
+import { runAgentLoop } from "../../src/agent/loop";
 import { sessionsYieldTool, yieldOf } from "../../src/tools/sessions-yield";
 import type { AgentTool } from "../../src/tools/types";
 import type { TranscriptMessage } from "../../src/transcript/message";

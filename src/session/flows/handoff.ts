@@ -5,7 +5,7 @@
  * announcement recorded in the requester session. Step run ids derive from the flow, so a
  * step handed on twice (a finalize repeated after a restart) is queued once.
  */
-import { runUsage } from "../../agent/loop";
+import { runUsage } from "../../agent/checkpoint";
 import { stableUuid } from "../../auth/signature";
 import type { Config } from "../../config/schema";
 import type { DeliveryContext } from "../../db/json-columns";

@@ -14,7 +14,7 @@
  *   tokens, double5 cost in US dollars of the priced calls, double6 ms, double7 model calls,
  *   double8 model calls without a price (so an unpriced cost is never read as 0)
  */
-import type { ModelCallReport } from "../../agent/loop";
+import type { ModelCallReport } from "../../agent/checkpoint";
 import type { Config } from "../../config/schema";
 import type { SessionRow } from "../../db/queries";
 import type { Usage } from "../../transcript/message";

@@ -6,7 +6,7 @@
  * chat's notice of it, once per session and day.
  */
 import { budgetNotice, budgetReached } from "../../agent/budget";
-import type { RunCheckpoint } from "../../agent/loop";
+import type { RunCheckpoint } from "../../agent/checkpoint";
 import type { Budget } from "../../config/agents";
 import type { Config } from "../../config/schema";
 import { agentSpend } from "../../db/usage";

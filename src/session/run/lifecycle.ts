@@ -79,7 +79,7 @@
  * The actor starts the head at once when a run is admitted to an idle actor or the run before
  * it is done, and its alarm is the backstop (session/scheduler.ts).
  */
-import { emptyCheckpoint, runTimelineOf, runUsage } from "../../agent/loop";
+import { emptyCheckpoint, runTimelineOf, runUsage } from "../../agent/checkpoint";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
 import type { DeliveryState, RunInput, RunOutcome } from "../../runs/types";

@@ -2,7 +2,7 @@
  * A run's D1 row as the lifecycle writes it: as its accept wrote it, as far as a waiting or
  * running run went, and the usage a run ended with, accounted on the entry. Pure.
  */
-import { runTimelineOf } from "../../agent/loop";
+import { runTimelineOf } from "../../agent/checkpoint";
 import type { SessionRow } from "../../db/queries";
 import type { RunOutcome } from "../../runs/types";
 import type { RunRecord } from "../d1/records";

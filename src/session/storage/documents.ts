@@ -18,7 +18,7 @@
  * Pure: schemas and codecs only.
  */
 import { z } from "zod";
-import type { RunCheckpoint } from "../../agent/loop";
+import type { RunCheckpoint } from "../../agent/checkpoint";
 import type { SessionRow } from "../../db/queries";
 import type { deliveries, runs } from "../../db/schema";
 import { durableCodec } from "../../runs/durable";

@@ -166,6 +166,14 @@ interface Announcement {
   runId?: string;
 }
 
+/**
+ * The delivery that posts a sub-agent's announcement to its requester's chat. Its id is
+ * `<announce-step run>:announcement:announce`, also when it started a run in the requester.
+ */
+function announcementDeliveryId(a: Announcement, announceRun: string | undefined): string {
+  return `${announceRun ? `${announceRun}:announcement` : a.id}:announce`;
+}
+
 /** A turn that ended in `sessions_yield`, and the sub-agents it waited on. */
 interface Yield {
   requester: string;
@@ -617,6 +625,32 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
       return pending.deliveries.length + retrying.deliveries.length;
     };
 
+    /** Announcements whose delivery D1 does not show (each requester's actor records first). */
+    const announcementsWithoutDelivery = async () => {
+      const wanted = new Map<string, Set<string>>();
+      for (const [child, a] of announcements) {
+        const ids = wanted.get(a.requester) ?? new Set<string>();
+        wanted.set(a.requester, ids.add(announcementDeliveryId(a, announceRuns.get(child))));
+      }
+      let missing = 0;
+      for (const [sessionKey, ids] of wanted) {
+        const seen = new Set<string>();
+        let after: string | undefined;
+        for (let page = 0; page < 100; page++) {
+          const p = await rpc<{ deliveries: DeliveryRow[]; nextCursor?: string }>("deliveries.list", {
+            sessionKey,
+            limit: 200,
+            ...(after ? { cursor: after } : {}),
+          });
+          for (const d of p.deliveries) seen.add(d.deliveryId);
+          if (!p.nextCursor) break;
+          after = p.nextCursor;
+        }
+        for (const id of ids) if (!seen.has(id)) missing++;
+      }
+      return missing;
+    };
+
     const drainDeadline = Math.min(deadline, Date.now() + drainMs);
     let settled = false;
     let lastState = "";
@@ -627,11 +661,19 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         const known = runIdsToCheck.size;
         await scanTranscripts();
         const missingAnnouncements = spawns.filter((s) => !announcements.has(s.childSessionKey)).length;
-        if (runIdsToCheck.size === known && missingAnnouncements === 0 && (await refreshRuns()) === 0) {
+        // An announcement is handed to its requester's outbox after the sub-agent's run ended,
+        // and D1 shows its delivery only once an attempt's outcome is recorded: wait for that.
+        const unposted = await announcementsWithoutDelivery();
+        if (
+          runIdsToCheck.size === known &&
+          missingAnnouncements === 0 &&
+          unposted === 0 &&
+          (await refreshRuns()) === 0
+        ) {
           settled = true;
           break;
         }
-        lastState = `${runIdsToCheck.size - known} new runs found, ${missingAnnouncements} announcements missing`;
+        lastState = `${runIdsToCheck.size - known} new runs found, ${missingAnnouncements} announcements missing, ${unposted} announcements without a delivery row`;
       } else {
         lastState = `${openRuns} runs not ended, ${openDeliveries} deliveries pending/retrying`;
       }
@@ -673,6 +715,8 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
     for (const r of runs.values())
       if (!ENDED.has(r.status) || r.status === "error") suspects.add(r.sessionKey);
     for (const d of deliveries.values()) if (d.status !== "delivered") suspects.add(d.sessionKey);
+    for (const [child, a] of announcements)
+      if (!deliveries.has(announcementDeliveryId(a, announceRuns.get(child)))) suspects.add(a.requester);
     for (const sp of spawns) if (!announcements.has(sp.childSessionKey)) suspects.add(sp.requester);
     for (const s of sent.values())
       for (const id of s.acceptedRunIds) {
@@ -686,9 +730,12 @@ export async function runSoak(opts: SoakOptions): Promise<SoakReport> {
         limit: 1000,
         includeTools: true,
       }).catch((error: unknown) => String(error));
-      const own = [...deliveries.values()].filter((d) => d.sessionKey === key && d.status !== "delivered");
+      const own = [...deliveries.values()].filter((d) => d.sessionKey === key);
+      const undelivered = own.filter((d) => d.status !== "delivered");
       diagnostics.push(
-        `===== ${key}: undelivered ${JSON.stringify(own)}\n${JSON.stringify(h, null, 1)}`,
+        `===== ${key}: undelivered ${JSON.stringify(undelivered)}`,
+        `===== deliveries of ${key}: ${own.map((d) => `${d.deliveryId} ${d.status}`).join(", ")}`,
+        JSON.stringify(h, null, 1),
         `===== runs of ${key}: ${JSON.stringify([...runs.values()].filter((r) => r.sessionKey === key))}`,
       );
     }
@@ -993,9 +1040,7 @@ function account(x: AccountInput): SoakReport {
         `announcement of ${s.childSessionKey} (task run ${s.runId}, ${child?.status ?? "?"}) never reached ${s.requester}`,
       );
     } else {
-      // Its id is `<announce-step run>:announcement`, also when it started a run in the requester.
-      const announceRun = x.announceRuns.get(s.childSessionKey);
-      const deliveryId = `${announceRun ? `${announceRun}:announcement` : a.id}:announce`;
+      const deliveryId = announcementDeliveryId(a, x.announceRuns.get(s.childSessionKey));
       if (!x.deliveries.has(deliveryId)) {
         announcementsLost++;
         lost.push(`announcement ${a.id} in ${a.requester} has no delivery row ${deliveryId}`);

@@ -16,6 +16,7 @@ import {
   generateText,
   type LanguageModel,
   type ModelMessage,
+  streamText,
   type Tool,
   type ToolSet,
   tool,
@@ -77,6 +78,13 @@ export interface AgentLoopInput {
    * step (`persist`'s first part), so each is taken once.
    */
   steering?: { waiting(): boolean; take(): TranscriptMessage[] };
+  /**
+   * Told the text of the model call under way as it grows (SPEC §22 streaming): given, each call
+   * is a streaming one. What is stored and how a call is retried are the same either way.
+   */
+  onText?: ((text: string) => void) | undefined;
+  /** Told before each model call and each tool call starts (a `progress` preview shows it). */
+  onActivity?: ((activity: { tool?: string }) => void) | undefined;
 }
 
 /** The result a tool call gets when a steering message arrived before it started (SPEC §20). */
@@ -238,6 +246,35 @@ function modelCallEnded(
   }
 }
 
+/** What one model call gives the loop, from a plain or a streaming call alike. */
+type ModelStep = Pick<Awaited<ReturnType<typeof generateText>>, "text" | "toolCalls" | "usage" | "response">;
+
+/**
+ * One model call: `generateText`, or with `onText` the AI SDK's streaming call, whose text is
+ * handed on as it grows and whose last step is the same result. A stream's error is thrown, as
+ * `generateText` throws it, so retries see the provider's status.
+ */
+async function callModel(
+  input: AgentLoopInput,
+  options: Parameters<typeof generateText>[0] & Parameters<typeof streamText>[0],
+): Promise<ModelStep> {
+  const onText = input.onText;
+  if (!onText) return generateText(options);
+  const stream = streamText({ ...options, onError: () => {} });
+  let text = "";
+  for await (const part of stream.fullStream) {
+    if (part.type === "text-delta") {
+      text += part.text;
+      onText(text);
+    } else if (part.type === "error") {
+      throw part.error;
+    } else if (part.type === "abort") {
+      input.signal.throwIfAborted();
+    }
+  }
+  return stream.finalStep;
+}
+
 export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResult> {
   const cp = input.checkpoint;
   const tools = toolSet(input.tools);
@@ -249,6 +286,7 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
         input.signal.throwIfAborted();
         // A steering message arrived: the calls not started yet give way to it.
         const skipped = input.steering?.waiting() ?? false;
+        if (!skipped) input.onActivity?.({ tool: call.name });
         const startedAt = Date.now();
         const result = skipped
           ? { text: SKIPPED_FOR_STEER, isError: false }
@@ -308,14 +346,15 @@ export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResu
       });
       throw new CallRefused(refused);
     }
+    input.onActivity?.({});
     const messages = withReasoning(
       toModelMessages([...input.history, ...cp.produced], input.keepToolResults, input.media),
       cp.reasoning,
     );
-    let result: Awaited<ReturnType<typeof generateText>>;
+    let result: ModelStep;
     try {
       result = await withRetries(input.retry, input.signal, () =>
-        generateText({
+        callModel(input, {
           model: input.model,
           system: input.system,
           messages,

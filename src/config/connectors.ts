@@ -26,11 +26,27 @@ const AccessFields = {
     .prefault({}),
 };
 
+/** Edits one preview apart at least this long by default (SPEC §22 `minIntervalMs`). */
+export const PREVIEW_INTERVAL_MS = 1_000;
+
+/** `streaming` (SPEC §22): what a chat sees while the model writes a reply. */
+function streamingField<M extends readonly [string, ...string[]]>(modes: M) {
+  return z
+    .strictObject({
+      mode: z.enum(modes),
+      /** At least this long between two edits of a chat's preview (a platform's floor applies). */
+      minIntervalMs: z.number().int().min(250).max(60_000).optional(),
+    })
+    .optional();
+}
+
 const WebhookConnector = z.strictObject({
   type: z.literal("webhook"),
   deliverUrl: HttpUrl.optional(),
   secretEnv: EnvName,
   accounts: z.array(Id).optional(),
+  /** Opt-in: signed `{ kind: "preview", deliveryId, text }` POSTs before the final delivery. */
+  streaming: streamingField(["off", "partial"]),
   ...AccessFields,
 });
 
@@ -86,21 +102,28 @@ const WhatsAppNumber = {
   apiBaseUrl: HttpUrl.default("https://graph.facebook.com/v21.0"),
 };
 
-/** A platform connector: its own fields, the same again per extra account, and access. */
-function platform<T extends string, F extends z.ZodRawShape>(type: T, fields: F) {
+/** A platform connector: its own fields, the same again per extra account, access and streaming. */
+function platform<T extends string, F extends z.ZodRawShape, S extends z.ZodType>(
+  type: T,
+  fields: F,
+  streaming: S,
+) {
   return z.strictObject({
     type: z.literal(type),
     ...fields,
     accountId: Id.default("default"),
     accounts: z.record(Id, z.strictObject(fields)).default(() => ({})),
+    streaming,
     ...AccessFields,
   });
 }
 
-const TelegramConnector = platform("telegram", TelegramBot);
-const SlackConnector = platform("slack", SlackApp);
-const DiscordConnector = platform("discord", DiscordApp);
-const WhatsAppConnector = platform("whatsapp", WhatsAppNumber);
+const PREVIEW_MODES = ["off", "partial", "progress"] as const;
+const TelegramConnector = platform("telegram", TelegramBot, streamingField(PREVIEW_MODES));
+const SlackConnector = platform("slack", SlackApp, streamingField(PREVIEW_MODES));
+const DiscordConnector = platform("discord", DiscordApp, streamingField(PREVIEW_MODES));
+// The Cloud API cannot edit a message: nothing to stream into.
+const WhatsAppConnector = platform("whatsapp", WhatsAppNumber, streamingField(["off"]));
 
 export const PLATFORM_TYPES = ["telegram", "slack", "discord", "whatsapp"] as const;
 export type PlatformType = (typeof PLATFORM_TYPES)[number];
@@ -138,6 +161,30 @@ export function accessOf(c: ConnectorConfig) {
     allowFrom: c.allowFrom,
     groups: { ...c.groups, requireMention: c.groups.requireMention ?? !bridge },
   } as const;
+}
+
+/**
+ * Platforms' own floors between two edits of one message (SPEC §22 "never within the platform's
+ * rate limits' reach"): Telegram about one message a second per chat, Slack's `chat.update` Tier
+ * 3 (50 a minute), Discord five requests per five seconds per webhook.
+ */
+const EDIT_FLOOR_MS: Record<ConnectorConfig["type"], number> = {
+  webhook: 250,
+  telegram: 1_000,
+  slack: 1_200,
+  discord: 1_000,
+  whatsapp: 1_000,
+};
+
+export type PreviewMode = "off" | "partial" | "progress";
+
+/** A connector's streaming with its type's default and floor applied (SPEC §22). */
+export function streamingOf(c: ConnectorConfig): { mode: PreviewMode; minIntervalMs: number } {
+  const fallback: PreviewMode = c.type === "webhook" || c.type === "whatsapp" ? "off" : "partial";
+  return {
+    mode: (c.streaming?.mode as PreviewMode | undefined) ?? fallback,
+    minIntervalMs: Math.max(c.streaming?.minIntervalMs ?? PREVIEW_INTERVAL_MS, EDIT_FLOOR_MS[c.type]),
+  };
 }
 
 /** A platform connector's fields for one of its accounts (its own, or an `accounts` entry). */

@@ -33,6 +33,9 @@ import type { Account, PlatformConnector, PlatformMessage, Received, Secrets } f
 export const SIGNATURE = "x-signature-ed25519";
 export const TIMESTAMP = "x-signature-timestamp";
 const MAX_CHARS = 2000;
+/** The deferred response's id in an interaction webhook's paths. */
+const ORIGINAL = "@original";
+
 /** An interaction token lasts 15 minutes; past 14, the bot token posts instead. */
 export const TOKEN_LIFETIME_MS = 14 * 60_000;
 const EPHEMERAL = 64;
@@ -315,6 +318,40 @@ export const discord: PlatformConnector<DiscordConfig> = {
       },
       onPart,
     );
+  },
+
+  // The preview is the deferred response itself, edited while the interaction's token lasts;
+  // the reply then takes its place (SPEC §22). Outside an interaction there is none.
+  preview: {
+    inPlace: true,
+    async show(target, text, _messageId, app) {
+      const context = contextOf(target.replyContext);
+      if (!context || Date.now() - context.at >= TOKEN_LIFETIME_MS)
+        return { ok: false, error: "a Discord preview needs a live interaction" };
+      const a = await callApi(
+        `${base(app)}/webhooks/${app.applicationId}/${context.token}/messages/@original`,
+        {
+          method: "PATCH",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ content: text }),
+        },
+      );
+      if (isFailure(a)) return { ok: false, error: `Discord (preview): ${a.error}` };
+      if (a.status >= 300)
+        return { ok: false, error: `Discord (preview) answered ${a.status}: ${brief(a.text)}` };
+      return { ok: true, messageId: ORIGINAL };
+    },
+    async remove(target, _messageId, app) {
+      const context = contextOf(target.replyContext);
+      if (!context) return false;
+      const a = await callApi(
+        `${base(app)}/webhooks/${app.applicationId}/${context.token}/messages/@original`,
+        {
+          method: "DELETE",
+        },
+      );
+      return !isFailure(a) && a.status < 300;
+    },
   },
 
   async setup(webhookUrl, app, secrets) {

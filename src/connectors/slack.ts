@@ -16,7 +16,7 @@ import type { SlackConfig } from "../config/connectors";
 import type { InboundMessage } from "./inbound-message";
 import { brief, callApi, classifyStatus, isFailure, postParts, retryAfterHeader } from "./platform-api";
 import { splitText } from "./split";
-import type { Account, PlatformConnector, PlatformMessage, Received, Secrets } from "./types";
+import type { Account, PlatformConnector, PlatformMessage, PreviewResult, Received, Secrets } from "./types";
 
 export const SIGNATURE = "x-slack-signature";
 export const TIMESTAMP = "x-slack-request-timestamp";
@@ -140,6 +140,21 @@ interface ApiResult {
   user_id?: string;
   user?: string;
   team?: string;
+  ts?: string;
+}
+
+/** A preview's call answered: its message's `ts`, or Slack's reason. */
+function previewAnswer(
+  a: Awaited<ReturnType<typeof call>>,
+  method: string,
+  ts: string | undefined,
+): PreviewResult {
+  if (isFailure(a)) return { ok: false, error: `Slack ${method}: ${a.error}` };
+  const r = (a.json ?? {}) as ApiResult;
+  const id = ts ?? r.ts;
+  if (a.status >= 300 || !r.ok || !id)
+    return { ok: false, error: `Slack ${method}: ${r.error ?? `answered ${a.status}`}` };
+  return { ok: true, messageId: id };
 }
 
 export const slack: PlatformConnector<SlackConfig> = {
@@ -229,6 +244,28 @@ export const slack: PlatformConnector<SlackConfig> = {
       },
       onPart,
     );
+  },
+
+  // A preview is a message of its own, updated as the reply grows (SPEC §22).
+  preview: {
+    async show(target, text, ts, app, secrets) {
+      if (ts)
+        return previewAnswer(
+          await call(app, secrets, "chat.update", { channel: target.to, ts, text }),
+          "chat.update",
+          ts,
+        );
+      const a = await call(app, secrets, "chat.postMessage", {
+        channel: target.to,
+        text,
+        ...(target.threadId ? { thread_ts: target.threadId } : {}),
+      });
+      return previewAnswer(a, "chat.postMessage", undefined);
+    },
+    async remove(target, ts, app, secrets) {
+      const a = await call(app, secrets, "chat.delete", { channel: target.to, ts });
+      return !isFailure(a) && ((a.json ?? {}) as ApiResult).ok === true;
+    },
   },
 
   async setup(webhookUrl) {

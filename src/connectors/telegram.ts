@@ -13,7 +13,7 @@ import type { TelegramConfig } from "../config/connectors";
 import type { InboundMessage } from "./inbound-message";
 import { brief, callApi, classifyStatus, isFailure, postParts } from "./platform-api";
 import { splitText } from "./split";
-import type { Account, PlatformConnector, PlatformMessage, Received, Secrets } from "./types";
+import type { Account, PlatformConnector, PlatformMessage, PreviewResult, Received, Secrets } from "./types";
 
 export const SECRET_TOKEN_HEADER = "x-telegram-bot-api-secret-token";
 const MAX_CHARS = 4096;
@@ -183,7 +183,23 @@ interface ApiResult {
   ok?: boolean;
   description?: string;
   parameters?: { retry_after?: number };
-  result?: { username?: string; id?: number; file_path?: string };
+  result?: { username?: string; id?: number; file_path?: string; message_id?: number };
+}
+
+/** A preview's call answered: its message id, or the platform's reason. */
+function previewAnswer(
+  a: Awaited<ReturnType<typeof call>>,
+  method: string,
+  messageId: string | undefined,
+): PreviewResult {
+  if (isFailure(a)) return { ok: false, error: `Telegram ${method}: ${a.error}` };
+  const r = (a.json ?? {}) as ApiResult;
+  // An edit to the text it shows already changes nothing: still the preview.
+  if (messageId && r.description?.includes("message is not modified")) return { ok: true, messageId };
+  const id = messageId ?? (r.result?.message_id !== undefined ? String(r.result.message_id) : undefined);
+  if (a.status >= 300 || !r.ok || !id)
+    return { ok: false, error: `Telegram ${method} answered ${a.status}: ${brief(r.description ?? a.text)}` };
+  return { ok: true, messageId: id };
 }
 
 export const telegram: PlatformConnector<TelegramConfig> = {
@@ -239,6 +255,35 @@ export const telegram: PlatformConnector<TelegramConfig> = {
       },
       onPart,
     );
+  },
+
+  // A preview is a message of its own, edited as the reply grows (SPEC §22).
+  preview: {
+    async show(target, text, messageId, bot, secrets) {
+      if (messageId) {
+        const a = await call(bot, secrets, "editMessageText", {
+          chat_id: target.to,
+          message_id: Number(messageId),
+          text,
+        });
+        return previewAnswer(a, "editMessageText", messageId);
+      }
+      const body: Record<string, unknown> = { chat_id: target.to, text };
+      if (target.threadId) body.message_thread_id = Number(target.threadId) || target.threadId;
+      if (target.replyToMessageId && /^\d+$/.test(target.replyToMessageId))
+        body.reply_parameters = {
+          message_id: Number(target.replyToMessageId),
+          allow_sending_without_reply: true,
+        };
+      return previewAnswer(await call(bot, secrets, "sendMessage", body), "sendMessage", undefined);
+    },
+    async remove(target, messageId, bot, secrets) {
+      const a = await call(bot, secrets, "deleteMessage", {
+        chat_id: target.to,
+        message_id: Number(messageId),
+      });
+      return !isFailure(a) && a.status < 300;
+    },
   },
 
   async fileSource(ref, bot, secrets) {

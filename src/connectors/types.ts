@@ -73,6 +73,36 @@ export interface Outgoing {
   partsSent: number;
 }
 
+/**
+ * A run's preview (SPEC §22 streaming): where it goes (the reply's route) and, once posted, its
+ * id on the platform.
+ */
+export interface PreviewTarget {
+  to: string;
+  threadId?: string;
+  replyToMessageId?: string;
+  replyContext?: string;
+}
+
+/** A preview's post or edit: the message's id, or why not (a preview is best effort, never retried). */
+export type PreviewResult = { ok: true; messageId: string } | { ok: false; error: string };
+
+/** How a platform shows a preview and takes it away again. */
+export interface PreviewApi<C extends PlatformConnectorConfig = PlatformConnectorConfig> {
+  /** Posts the preview (`messageId` undefined) or edits it to `text`. */
+  show(
+    target: PreviewTarget,
+    text: string,
+    messageId: string | undefined,
+    account: Account<C>,
+    secrets: Secrets,
+  ): Promise<PreviewResult>;
+  /** Deletes it; false when the platform refused. */
+  remove(target: PreviewTarget, messageId: string, account: Account<C>, secrets: Secrets): Promise<boolean>;
+  /** The final reply always takes the preview's place (Discord's deferred response), never deletes it. */
+  readonly inPlace?: boolean;
+}
+
 /** How posting ended: sent, to retry (after the platform's own wait when it gave one), or dead. */
 export type SendResult =
   | { ok: true }
@@ -113,6 +143,8 @@ export interface PlatformConnector<C extends PlatformConnectorConfig = PlatformC
    * the platform's own auth; absent: the platform's attachments carry a plain URL.
    */
   fileSource?(ref: string, account: Account<C>, secrets: Secrets): Promise<FileSource>;
+  /** Previews of a reply being written (SPEC §22), where the platform can edit a message. */
+  readonly preview?: PreviewApi<C>;
   /** Shows the chat that the agent is at work (Telegram's typing), where the platform has it. */
   activity?(to: string, threadId: string | undefined, account: Account<C>, secrets: Secrets): Promise<void>;
   /** Registers the webhook where the platform has an API for it, or says what to paste where. */

@@ -10,7 +10,8 @@ import type { PlatformConnectorConfig } from "../config/connectors";
 import { ownEntry } from "../config/lookup";
 import type { Config } from "../config/schema";
 import { accountWith } from "../connectors/registry";
-import type { Outgoing } from "../connectors/types";
+import { splitText } from "../connectors/split";
+import type { Outgoing, PreviewTarget } from "../connectors/types";
 import { every } from "../time/waits";
 
 export type DeliveryKind = "reply" | "announce" | "notice";
@@ -29,6 +30,11 @@ export interface DeliveryPayload {
   replyContext?: string;
   /** Parts of a split reply the platform has accepted already (a retry goes on from the next). */
   partsSent?: number;
+  /**
+   * The run's preview on the chat (SPEC §22): `edit`, the reply's first part is edited into it;
+   * otherwise the preview is deleted and the reply posted. Kept in the outbox, not in D1.
+   */
+  preview?: { messageId: string; edit: boolean };
 }
 
 /**
@@ -81,7 +87,7 @@ export async function postDelivery(
     return { ok: false, error: `connector secret ${connector.secretEnv} is not set` };
   }
   // The bridge gets SPEC §14's payload: what only the outbox and platforms use stays here.
-  const { partsSent: _progress, replyContext: _context, ...bridgePayload } = payload;
+  const { partsSent: _progress, replyContext: _context, preview: _preview, ...bridgePayload } = payload;
   const body = JSON.stringify(bridgePayload);
   try {
     const res = await fetch(connector.deliverUrl, {
@@ -127,6 +133,30 @@ async function postToPlatform(
   if (payload.threadId) out.threadId = payload.threadId;
   if (payload.replyToMessageId) out.replyToMessageId = payload.replyToMessageId;
   if (payload.replyContext) out.replyContext = payload.replyContext;
+  const preview = found.module.preview;
+  if (!payload.preview || !preview || out.partsSent > 0)
+    return found.module.send(out, found.account, found.secrets, onPart);
+  // The reply takes its preview's place: the first part edited into it, the rest posted. When
+  // that edit fails (or the preview shows progress), the preview is deleted first and the whole
+  // reply posted, so a retry never leaves it behind and never shows the reply twice.
+  const target: PreviewTarget = { to: out.to };
+  if (out.threadId) target.threadId = out.threadId;
+  if (out.replyContext) target.replyContext = out.replyContext;
+  const { messageId, edit } = payload.preview;
+  if (edit) {
+    const parts = splitText(out.text, found.module.maxChars);
+    const shown = await preview.show(target, parts[0] ?? "", messageId, found.account, found.secrets);
+    if (shown.ok) {
+      if (parts.length === 1) return { ok: true };
+      onPart(1);
+      return found.module.send({ ...out, partsSent: 1 }, found.account, found.secrets, onPart);
+    }
+    console.warn(
+      `the final edit of ${payload.deliveryId}'s preview failed (${shown.error}); posting it anew`,
+    );
+  }
+  if (!(await preview.remove(target, messageId, found.account, found.secrets)))
+    console.warn(`the preview of ${payload.deliveryId} could not be deleted`);
   return found.module.send(out, found.account, found.secrets, onPart);
 }
 

@@ -20,6 +20,7 @@ export const DeliveryPayloadSchema: z.ZodType<DeliveryPayload> = z.looseObject({
   replyToMessageId: str.optional(),
   replyContext: str.optional(),
   partsSent: z.number().optional(),
+  preview: z.strictObject({ messageId: str, edit: z.boolean() }).optional(),
 });
 
 /** An outbox row's payload. */

@@ -6,6 +6,7 @@
  */
 import type { Config } from "../config/schema";
 import type { DeliveryOutbox } from "../delivery/outbox";
+import { previewPort } from "../delivery/preview";
 import type { EnqueueRequest } from "../runs/types";
 import type { CommandHost } from "./chat/commands";
 import type { PostHost } from "./chat/posts";
@@ -121,6 +122,11 @@ export function actorHosts(p: ActorParts): ActorHosts {
           spec.req.inputs,
           AbortSignal.timeout(MEDIA_FETCH_BUDGET_MS),
         ),
+      removePreview: async (route, runId, sessionKey, messageId) => {
+        const port = previewPort(route, `${runId}:reply`, sessionKey, p.config(), p.env());
+        if (port && !(await port.remove(messageId)))
+          console.warn(`run ${runId}: its preview could not be deleted`);
+      },
       turn: (spec, runId, progress, steps) => runTurn(turn, spec, runId, progress, steps),
       noticeTools: (spec, runId, produced, appended) =>
         noticeToolActivity(turn, spec, runId, produced, appended),

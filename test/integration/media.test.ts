@@ -18,6 +18,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { app } from "../../src/http/app";
 import type { TranscriptMessage } from "../../src/transcript/message";
+import { streamedCompletion } from "../support/completion-stream";
 import type { fakeSlack, fakeTelegram } from "../support/platform-fakes";
 import {
   type SignedRequest,
@@ -87,6 +88,8 @@ beforeEach(() => {
       const born = epoch;
       while (holdModel && born === epoch) await new Promise((r) => setTimeout(r, 5));
       if (born !== epoch) throw new Error("simulated crash: the process died here");
+      // A chat that streams (SPEC §22) asks for server-sent events.
+      if ((body as { stream?: boolean }).stream) return streamedCompletion({ text: "got it" });
       return Response.json({
         id: "c",
         object: "chat.completion",

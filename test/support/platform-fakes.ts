@@ -31,10 +31,23 @@ type Handler = (
   url: URL,
 ) => { status: number; body: unknown; headers?: Record<string, string>; raw?: Uint8Array };
 
+/** A message as the chat shows it now: edits change its text, a delete takes it away. */
+export interface ChatMessage {
+  id: string;
+  chat: string;
+  text: string;
+  deleted: boolean;
+  /** How many times it was edited. */
+  edits: number;
+}
+
 export class FakePlatform {
   readonly calls: PlatformCall[] = [];
+  /** What the chats show, by message id (posted, edited and deleted through the fake). */
+  readonly messages = new Map<string, ChatMessage>();
   private script: Failure[] = [];
   private down: Failure | undefined;
+  private failing: Array<{ when: (c: PlatformCall) => boolean; status: number; times: number }> = [];
 
   readonly name: string;
   private readonly route: Handler;
@@ -55,6 +68,23 @@ export class FakePlatform {
   fail(status: number, n: number, retryAfterSeconds?: number): void {
     for (let i = 0; i < n; i++)
       this.script.push({ status, ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) });
+  }
+
+  /** The next `times` calls `when` matches answer `status` (an edit that fails, say). */
+  failWhen(when: (c: PlatformCall) => boolean, status: number, times = 1): void {
+    this.failing.push({ when, status, times });
+  }
+
+  /** The texts a chat shows now, oldest first. */
+  shown(chat?: string): string[] {
+    return [...this.messages.values()]
+      .filter((m) => !m.deleted && (chat === undefined || m.chat === chat))
+      .map((m) => m.text);
+  }
+
+  /** Records a posted message. */
+  record(id: string, chat: string, text: string): void {
+    this.messages.set(id, { id, chat, text, deleted: false, edits: 0 });
   }
 
   /** Every message post answers `status` until `recover()`. */
@@ -94,7 +124,13 @@ export class FakePlatform {
     });
     const call: PlatformCall = { method: req.method, path, headers, body, status: 0 };
     this.calls.push(call);
-    const failure = this.isPost(call) ? (this.script.shift() ?? this.down) : undefined;
+    const scripted = this.failing.find((f) => f.times > 0 && f.when(call));
+    if (scripted) scripted.times--;
+    const failure = scripted
+      ? { status: scripted.status }
+      : this.isPost(call)
+        ? (this.script.shift() ?? this.down)
+        : undefined;
     let answer: { status: number; body: unknown; headers?: Record<string, string>; raw?: Uint8Array };
     if (failure) {
       const f = this.failureBody(failure);
@@ -133,9 +169,9 @@ export function fakeTelegram(
     status: code,
     body: { ok: false, error_code: code, description, ...extra },
   });
-  const fake = new FakePlatform(
+  const fake: FakePlatform = new FakePlatform(
     "telegram",
-    (call) => {
+    (call): ReturnType<Handler> => {
       // The file download (core.telegram.org/bots/api#getfile): /file/bot<token>/<file_path>.
       const download = /^\/file\/bot([^/]+)\/files\/(.+)$/.exec(call.path);
       if (download) {
@@ -156,18 +192,50 @@ export function fakeTelegram(
           if (text.length === 0) return error(400, "Bad Request: message text is empty");
           if (text.length > 4096) return error(400, "Bad Request: message is too long");
           if (String(b.chat_id) === "404404") return error(400, "Bad Request: chat not found");
+          const id = ids++;
+          fake.record(String(id), String(b.chat_id), text);
           return {
             status: 200,
             body: {
               ok: true,
               result: {
-                message_id: ids++,
+                message_id: id,
                 chat: { id: Number(b.chat_id) },
                 date: Math.floor(Date.now() / 1000),
                 text,
               },
             },
           };
+        }
+        // core.telegram.org/bots/api#editmessagetext and #deletemessage
+        case "editMessageText": {
+          const shown = fake.messages.get(String(b.message_id));
+          const text = String(b.text ?? "");
+          if (!shown || shown.deleted || shown.chat !== String(b.chat_id))
+            return error(400, "Bad Request: message to edit not found");
+          if (text.length === 0) return error(400, "Bad Request: message text is empty");
+          if (text.length > 4096) return error(400, "Bad Request: MESSAGE_TOO_LONG");
+          if (text === shown.text)
+            return error(
+              400,
+              "Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message",
+            );
+          shown.text = text;
+          shown.edits++;
+          return {
+            status: 200,
+            body: {
+              ok: true,
+              result: { message_id: Number(shown.id), chat: { id: Number(shown.chat) }, text },
+            },
+          };
+        }
+        case "deleteMessage": {
+          const shown = fake.messages.get(String(b.message_id));
+          if (!shown || shown.deleted || shown.chat !== String(b.chat_id))
+            return error(400, "Bad Request: message to delete not found");
+          shown.deleted = true;
+          return { status: 200, body: { ok: true, result: true } };
         }
         case "sendChatAction":
           return { status: 200, body: { ok: true, result: true } };
@@ -225,9 +293,9 @@ export function fakeSlack(
   bot = { userId: "U0BOT", user: "helper", team: "Acme" },
 ): FakePlatform & { files: Map<string, TelegramFakeFile> } {
   const files = new Map<string, TelegramFakeFile>();
-  const fake = new FakePlatform(
+  const fake: FakePlatform = new FakePlatform(
     "slack",
-    (call) => {
+    (call): ReturnType<Handler> => {
       // A file's url_private_download (api.slack.com/types/file): the bot token or a 403 page.
       const file = /^\/files-pri\/(.+)$/.exec(call.path);
       if (file) {
@@ -250,6 +318,7 @@ export function fakeSlack(
           if (!text) return { status: 200, body: { ok: false, error: "no_text" } };
           if (text.length > 40_000) return { status: 200, body: { ok: false, error: "msg_too_long" } };
           const ts = `${Math.floor(Date.now() / 1000)}.${String(ids++).padStart(6, "0")}`;
+          fake.record(ts, String(call.body.channel), text);
           return {
             status: 200,
             body: {
@@ -259,6 +328,22 @@ export function fakeSlack(
               message: { text, ts, thread_ts: call.body.thread_ts },
             },
           };
+        }
+        // api.slack.com/methods/chat.update and chat.delete
+        case "/chat.update":
+        case "/chat.delete": {
+          const shown = fake.messages.get(String(call.body.ts ?? ""));
+          if (!shown || shown.deleted || shown.chat !== String(call.body.channel))
+            return { status: 200, body: { ok: false, error: "message_not_found" } };
+          if (call.path === "/chat.delete") {
+            shown.deleted = true;
+            return { status: 200, body: { ok: true, channel: shown.chat, ts: shown.id } };
+          }
+          const text = String(call.body.text ?? "");
+          if (!text) return { status: 200, body: { ok: false, error: "no_text" } };
+          shown.text = text;
+          shown.edits++;
+          return { status: 200, body: { ok: true, channel: shown.chat, ts: shown.id, text } };
         }
         case "/auth.test":
           return {
@@ -330,16 +415,33 @@ export function fakeDiscord(
       },
     },
   };
-  const fake = new FakePlatform(
+  const fake: FakePlatform = new FakePlatform(
     "discord",
-    (call) => {
+    (call): ReturnType<Handler> => {
       const content = String(call.body.content ?? "");
       const hook = /^\/webhooks\/(\d+)\/([^/]+)(\/messages\/@original)?$/.exec(call.path);
       if (hook) {
         if (hook[1] !== applicationId || !hook[2] || expired.has(hook[2]))
           return { status: 401, body: { message: "Invalid Webhook Token", code: 50027 } };
+        // The deferred response is a message of the interaction: edited by PATCH, gone by DELETE.
+        const original = `${hook[2]}/@original`;
+        if (hook[3] && call.method === "DELETE") {
+          const shown = fake.messages.get(original);
+          if (!shown || shown.deleted)
+            return { status: 404, body: { message: "Unknown Message", code: 10008 } };
+          shown.deleted = true;
+          return { status: 204, body: null };
+        }
         if (content.length > 2000) return tooLong;
-        return { status: 200, body: message(content) };
+        const posted = message(content);
+        if (hook[3]) {
+          const shown = fake.messages.get(original);
+          if (shown && !shown.deleted) {
+            shown.text = content;
+            shown.edits++;
+          } else fake.record(original, hook[2], content);
+        } else fake.record(posted.id, hook[2], content);
+        return { status: 200, body: posted };
       }
       const channel = /^\/channels\/(\d+)\/messages$/.exec(call.path);
       const authorized = call.headers.authorization === `Bot ${botToken}`;
@@ -351,7 +453,9 @@ export function fakeDiscord(
         if (recipient?.dmsClosed)
           return { status: 403, body: { message: "Cannot send messages to this user", code: 50007 } };
         if (content.length > 2000) return tooLong;
-        return { status: 200, body: message(content, id) };
+        const posted = message(content, id);
+        fake.record(posted.id, id, content);
+        return { status: 200, body: posted };
       }
       // Create DM (discord.com/developers/docs/resources/user#create-dm): the DM channel object.
       if (call.path === "/users/@me/channels" && call.method === "POST") {
@@ -423,9 +527,9 @@ export function fakeWhatsApp(phoneNumberId: string, accessToken: string): FakePl
     status,
     body: { error: { message, type: "OAuthException", code, fbtrace_id: "AbCdEf" } },
   });
-  return new FakePlatform(
+  const fake: FakePlatform = new FakePlatform(
     "whatsapp",
-    (call) => {
+    (call): ReturnType<Handler> => {
       if (call.headers.authorization !== `Bearer ${accessToken}`)
         return graphError(401, 190, "Invalid OAuth access token.");
       if (call.path === `/${phoneNumberId}/messages` && call.method === "POST") {
@@ -435,12 +539,14 @@ export function fakeWhatsApp(phoneNumberId: string, accessToken: string): FakePl
         if (!body) return graphError(400, 100, "(#100) Param text['body'] is required.");
         if (body.length > 4096)
           return graphError(400, 100, "(#100) Param text['body'] must be at most 4096 characters long.");
+        const id = `wamid.${ids++}`;
+        fake.record(id, String(call.body.to), body);
         return {
           status: 200,
           body: {
             messaging_product: "whatsapp",
             contacts: [{ input: call.body.to, wa_id: call.body.to }],
-            messages: [{ id: `wamid.${ids++}` }],
+            messages: [{ id }],
           },
         };
       }
@@ -468,4 +574,5 @@ export function fakeWhatsApp(phoneNumberId: string, accessToken: string): FakePl
             },
           },
   );
+  return fake;
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { accessOf } from "../../src/config/connectors";
+import { accessOf, streamingOf } from "../../src/config/connectors";
 import { ConfigError, loadConfig, parseConfig } from "../../src/config/load";
 import { ignoredSettings } from "../../src/config/notices";
 import { type Config, ConfigSchema } from "../../src/config/schema";
@@ -603,5 +603,35 @@ describe("platform connectors' config", () => {
         "{ connectors: { d: { type: 'discord', publicKey: 'nothex', applicationId: '123456' } } }",
       )[0],
     ).toMatch(/^config\.connectors\.d\.publicKey: must be the application's Ed25519 public key/);
+  });
+
+  it("streaming (SPEC §22): partial by default on Telegram, Slack and Discord, off on WhatsApp and the bridge, never under a platform's floor", () => {
+    const config = parseConfig(`{ connectors: {
+      tg: { type: 'telegram', botTokenEnv: 'T', webhookSecretEnv: 'W' },
+      sl: { type: 'slack', signingSecretEnv: 'S', botTokenEnv: 'B', streaming: { mode: 'progress', minIntervalMs: 300 } },
+      wa: { type: 'whatsapp', appSecretEnv: 'A', verifyTokenEnv: 'V', accessTokenEnv: 'X', phoneNumberId: '123456' },
+      br: { deliverUrl: 'https://bridge.example/deliver', secretEnv: 'BR' },
+      bs: { deliverUrl: 'https://bridge.example/deliver', secretEnv: 'BR', streaming: { mode: 'partial', minIntervalMs: 500 } },
+    } }`);
+    const c = config.connectors;
+    expect(streamingOf(c.tg!)).toEqual({ mode: "partial", minIntervalMs: 1_000 });
+    expect(streamingOf(c.sl!)).toEqual({ mode: "progress", minIntervalMs: 1_200 });
+    expect(streamingOf(c.wa!)).toEqual({ mode: "off", minIntervalMs: 1_000 });
+    expect(streamingOf(c.br!)).toMatchObject({ mode: "off" });
+    expect(streamingOf(c.bs!)).toEqual({ mode: "partial", minIntervalMs: 500 });
+    // WhatsApp cannot edit a message; the bridge has no progress to show.
+    expect(
+      problemsOf(
+        "{ connectors: { wa: { type: 'whatsapp', appSecretEnv: 'A', verifyTokenEnv: 'V', accessTokenEnv: 'X', phoneNumberId: '123456', streaming: { mode: 'partial' } } } }",
+      )[0],
+    ).toMatch(/^config\.connectors\.wa\.streaming\.mode: /);
+    expect(
+      problemsOf("{ connectors: { b: { secretEnv: 'B', streaming: { mode: 'progress' } } } }")[0],
+    ).toMatch(/^config\.connectors\.b\.streaming\.mode: /);
+    expect(
+      problemsOf(
+        "{ connectors: { b: { secretEnv: 'B', streaming: { mode: 'partial', minIntervalMs: 10 } } } }",
+      )[0],
+    ).toMatch(/^config\.connectors\.b\.streaming\.minIntervalMs: /);
   });
 });

@@ -18,6 +18,10 @@
  *   stepped     each model step / tool result is produced  DO: checkpoint + `run_steps`  - (the step's messages ride
  *               (with its timeline span, SPEC §21)         row                           on the finalize, the spans
  *                                                                                        on the run's row)
+ *   previewed   the reply's preview is first posted on    DO: its message id in the     -
+ *               its chat while the model writes (SPEC     checkpoint, when posted
+ *               §22 streaming, run/preview.ts), then
+ *               edited at most once per minIntervalMs
  *   ended       the turn has an outcome                    DO: checkpoint `outcome`,     -
  *                                                          entry's usage accounted, the
  *                                                          signal log's event (its
@@ -53,9 +57,11 @@
  *                                                                                        time): one batch, carrying
  *                                                                                        outcomes of earlier
  *                                                                                        deliveries (records.ts)
- *   replied     its reply is handed to the outbox and      DO: outbox row                -
- *               attempted once (waited for at most
- *               FIRST_ATTEMPT_WAIT_MS)
+ *   replied     its reply is handed to the outbox and      DO: outbox row (naming the    -
+ *               attempted once (waited for at most         preview the reply edits or
+ *               FIRST_ATTEMPT_WAIT_MS); it takes its       deletes)
+ *               preview's place, and a run without a
+ *               reply deletes its preview first
  *   continued   the flow's next step is handed on          the next step's own queue     (the next run's accept)
  *               (exchange round, announce, announcement)   (ids derive from the flow)
  *   done        the run leaves the queue                   DO: queue row removed with    - (its Analytics Engine
@@ -82,7 +88,7 @@
 import { emptyCheckpoint, runTimelineOf, runUsage } from "../../agent/checkpoint";
 import type { Config } from "../../config/schema";
 import type { DeliveryOutbox } from "../../delivery/outbox";
-import type { DeliveryState, RunInput, RunOutcome } from "../../runs/types";
+import type { DeliveryRoute, DeliveryState, RunInput, RunOutcome } from "../../runs/types";
 import { localDay } from "../../time/zones";
 import type { TranscriptMessage } from "../../transcript/message";
 import { outboundOf } from "../chat/posts";
@@ -141,6 +147,8 @@ export interface LifecycleHost extends SessionStateHost {
   /** Where a run's end is reported as a usage data point (SPEC §21 Analytics Engine). */
   readonly analytics: UsageEvents;
   turn(spec: QueuedRun, runId: string, progress: RunProgress, steps: TurnSteps): Promise<RunOutcome>;
+  /** Deletes a run's preview from its chat (best effort; SPEC §22). */
+  removePreview(route: DeliveryRoute, runId: string, sessionKey: string, messageId: string): Promise<void>;
   noticeTools(
     spec: QueuedRun,
     runId: string,
@@ -339,10 +347,18 @@ async function finalize(
   // replied: handed to the outbox (its row is the reply's durable record from here on) and
   // attempted at once, waited for at most FIRST_ATTEMPT_WAIT_MS so that the run's waiters hear
   // how it went; a slower connector is not waited for.
+  // The reply takes its preview's place (delivery/deliver.ts); anything else removes it first.
+  const preview = progress.preview;
+  if (preview && route && payload?.kind !== "reply")
+    await a.removePreview(route, row.run_id, req.sessionKey, preview.messageId);
   let delivery: DeliveryState = blocked ? "blocked" : "none";
   if (payload) {
     budget?.mark();
-    const first = await a.outbox.addAndAttempt(payload, FIRST_ATTEMPT_WAIT_MS);
+    const made =
+      preview && payload.kind === "reply"
+        ? { ...payload, preview: { messageId: preview.messageId, edit: preview.finalEdits } }
+        : payload;
+    const first = await a.outbox.addAndAttempt(made, FIRST_ATTEMPT_WAIT_MS);
     delivery = first?.status ?? "pending";
   }
   // continued: the flow's next step, once the run is in D1.

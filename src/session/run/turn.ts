@@ -12,12 +12,13 @@ import { priceOf } from "../../agent/pricing";
 import { providerOptionsFor } from "../../agent/thinking";
 import type { Config } from "../../config/schema";
 import { showActivity } from "../../delivery/deliver";
+import { previewPort } from "../../delivery/preview";
 import type { RunOutcome, RunStatus } from "../../runs/types";
 import { toolsForSession } from "../../tools/registry";
 import type { ToolContext } from "../../tools/types";
 import type { ContentPart, TranscriptMessage } from "../../transcript/message";
 import type { PostHost } from "../chat/posts";
-import { postNow, toolNotice } from "../chat/posts";
+import { postNow, repliesToChat, toolNotice } from "../chat/posts";
 import { actorSessions } from "../client";
 import type { CompactionHost } from "../context/compaction";
 import {
@@ -36,6 +37,7 @@ import { usageEvents, usageSubject } from "./analytics";
 import { budgetGate } from "./budget";
 import { AbortRun, type LiveRun } from "./live";
 import { mediaInputs } from "./media";
+import { ReplyPreview } from "./preview";
 import type { QueuedRun, RunProgress } from "./queue";
 
 /**
@@ -168,6 +170,7 @@ export async function runTurn(
   a.live.current = { runId, controller };
   // The chat sees the agent at work while the run lasts, where its platform can show it.
   const stopActivity = req.deliver && req.route ? showActivity(req.route, config, a.env) : undefined;
+  const preview = replyPreview(a, spec, runId, progress, save);
   // A run past its deadline (its start + `timeoutSeconds`, in its queue row) is ended by the
   // actor's alarm (scheduler.ts), or here when a resumed run finds it passed already.
   if (req.timeoutSeconds && req.timeoutSeconds > 0 && startedAt + req.timeoutSeconds * 1000 <= Date.now())
@@ -276,6 +279,8 @@ export async function runTurn(
       checkpoint: progress.loop,
       toolContext,
       steering: steeringOf(a, runId),
+      onText: preview && ((text) => preview.text(text)),
+      onActivity: preview && ((act) => preview.progress(act.tool ? `Using ${act.tool}…` : "Thinking…")),
       persist: async (cp, appended) => {
         progress.loop = cp;
         const final = appended.length === 1 && appended[0]?.role === "assistant" && !hasToolCall(appended[0]);
@@ -311,6 +316,35 @@ export async function runTurn(
     throw error;
   } finally {
     stopActivity?.();
+    // The preview's last edit has landed (and the platform's interval passed) before the reply.
+    await preview?.settle();
     a.live.current = undefined;
   }
+}
+
+/**
+ * The preview of a run whose reply goes to a chat that streams (SPEC §22), or undefined: its
+ * connector's `streaming`, send policy as for the reply itself, and the preview an earlier
+ * attempt of the run posted.
+ */
+function replyPreview(
+  a: TurnHost,
+  spec: QueuedRun,
+  runId: string,
+  progress: RunProgress,
+  save: () => void,
+): ReplyPreview | undefined {
+  const { req } = spec;
+  const entry = a.store.entry();
+  const route = req.route ?? entry?.deliveryContext ?? undefined;
+  if (!route || req.compact || !repliesToChat(req)) return undefined;
+  const deliveryId = `${runId}:reply`;
+  if (!a.outbox.payload(deliveryId, { kind: "reply", text: "" }, route, entry, req.sessionKey))
+    return undefined;
+  const port = previewPort(route, deliveryId, req.sessionKey, a.config, a.env);
+  if (!port) return undefined;
+  return new ReplyPreview(port, progress.preview?.messageId, (messageId) => {
+    progress.preview = { messageId, finalEdits: port.finalEdits };
+    save();
+  });
 }

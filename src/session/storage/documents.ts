@@ -89,6 +89,11 @@ export interface RunProgress {
   notes?: string[];
   /** The run's inputs with their files fetched and kept (SPEC §22), once that is done. */
   inputs?: RunInput[];
+  /**
+   * The reply's preview on the chat (SPEC §22 streaming), from when it was posted: a resumed
+   * run edits the same one, and its reply takes its place (or deletes it).
+   */
+  preview?: { messageId: string; finalEdits: boolean };
 }
 
 /**
@@ -176,6 +181,7 @@ const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
   inputsLeftOut: z.boolean().optional(),
   notes: z.array(str).optional(),
   inputs: z.array(RunInputSchema).optional(),
+  preview: z.strictObject({ messageId: str, finalEdits: z.boolean() }).optional(),
 });
 
 const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({

@@ -2,8 +2,9 @@
  * Discord, through the Interactions endpoint (SPEC §18; discord.com/developers/docs/interactions):
  * a request is signed with the application's Ed25519 key over `X-Signature-Timestamp` + the raw
  * body (`X-Signature-Ed25519`, checked with WebCrypto); a PING is answered `{type: 1}`; the slash
- * command `/<command> message:<text>` is a message (in a guild a channel chat, in a DM a direct
- * one), answered at once with a deferred response (`{type: 5}`) so the run happens after the ack.
+ * command `/<command> message:<text> attachment:<file>` is a message (in a guild a channel chat,
+ * in a DM a direct one; the file is fetched by its run from its signed CDN URL, SPEC §22),
+ * answered at once with a deferred response (`{type: 5}`) so the run happens after the ack.
  * The reply edits that original response, further parts are follow-ups (2000 characters each);
  * once the interaction token's 15 minutes are over, it is posted to the channel with the bot
  * token.
@@ -65,8 +66,41 @@ interface Interaction {
   channel?: { id?: string; name?: string };
   member?: { user?: DiscordUser; nick?: string | null };
   user?: DiscordUser;
-  data?: { name?: string; options?: Array<{ name?: string; value?: unknown }> };
+  data?: {
+    name?: string;
+    options?: Array<{ name?: string; value?: unknown }>;
+    /** The command's `attachment` option names one of these by id. */
+    resolved?: { attachments?: Record<string, DiscordAttachment> };
+  };
 }
+
+/** discord.com/developers/docs/resources/message#attachment-object */
+interface DiscordAttachment {
+  id?: string;
+  filename?: string;
+  size?: number;
+  url?: string;
+  content_type?: string;
+}
+
+type Attachment = NonNullable<InboundMessage["attachments"]>[number];
+
+/** The file of the command's `attachment` option, fetched by its run from its CDN URL (SPEC §22). */
+function attachmentOf(i: Interaction): Attachment | undefined {
+  const id = i.data?.options?.find((o) => o.name === ATTACHMENT_OPTION)?.value;
+  const file = typeof id === "string" ? i.data?.resolved?.attachments?.[id] : undefined;
+  if (!file?.url) return undefined;
+  const attachment: Attachment = { ref: file.url };
+  if (file.content_type) attachment.mimeType = file.content_type;
+  if (file.filename) attachment.name = file.filename;
+  if (typeof file.size === "number" && file.size >= 0) attachment.bytes = file.size;
+  return attachment;
+}
+
+/** The slash command's option that carries a file. */
+const ATTACHMENT_OPTION = "attachment";
+/** Where Discord serves attachments (besides the API's own host, a local stand-in in tests). */
+const CDN_HOSTS = new Set(["cdn.discordapp.com", "media.discordapp.net"]);
 
 /**
  * What a reply needs that the route does not carry: the interaction's token, time and channel;
@@ -133,7 +167,8 @@ export function normalizeDiscord(i: Interaction, app: App, now: number): Platfor
   if (i.data?.name !== app.command) return `only /${app.command} is understood here`;
   const option = i.data.options?.find((o) => o.name === "message");
   const text = typeof option?.value === "string" ? option.value : "";
-  if (text.trim() === "") return `say something: /${app.command} message:<text>`;
+  const attachment = attachmentOf(i);
+  if (text.trim() === "" && !attachment) return `say something: /${app.command} message:<text>`;
   const user = i.member?.user ?? i.user;
   if (!user?.id || !i.token) return "this interaction has no user or token";
   if (user.bot) return "bots are not answered";
@@ -144,6 +179,7 @@ export function normalizeDiscord(i: Interaction, app: App, now: number): Platfor
     from: user.id,
     text,
   };
+  if (attachment) inbound.attachments = [attachment];
   if (i.guild_id) {
     if (!channelId) return "this interaction has no channel";
     inbound.groupId = channelId;
@@ -320,6 +356,25 @@ export const discord: PlatformConnector<DiscordConfig> = {
     );
   },
 
+  async fileSource(ref, app) {
+    // An attachment's URL is signed by Discord: fetched as it is, from Discord's CDN only.
+    let host = "";
+    try {
+      const url = new URL(ref);
+      host =
+        url.protocol === "https:" || url.hostname === new URL(app.apiBaseUrl).hostname ? url.hostname : "";
+    } catch {
+      host = "";
+    }
+    if (!host || !(CDN_HOSTS.has(host) || host === new URL(app.apiBaseUrl).hostname))
+      return {
+        ok: false,
+        error: `a Discord attachment is fetched from Discord's CDN only (got ${ref.slice(0, 80)})`,
+        permanent: true,
+      };
+    return { ok: true, url: ref };
+  },
+
   // The preview is the deferred response itself, edited while the interaction's token lasts;
   // the reply then takes its place (SPEC §22). Outside an interaction there is none.
   preview: {
@@ -370,7 +425,11 @@ export const discord: PlatformConnector<DiscordConfig> = {
           name: app.command,
           type: 1,
           description: "Talk to the agent",
-          options: [{ type: 3, name: "message", description: "What to say", required: true }],
+          // 3: a string, 11: an attachment (a photo, a voice note, a file).
+          options: [
+            { type: 3, name: "message", description: "What to say", required: false },
+            { type: 11, name: ATTACHMENT_OPTION, description: "A file to show", required: false },
+          ],
           // Guilds, the bot's DMs and private channels; installed to guilds and to users.
           contexts: [0, 1, 2],
           integration_types: [0, 1],

@@ -3,9 +3,11 @@
  * cloud-api/webhooks): the subscription handshake is a GET answering `hub.challenge` when
  * `hub.verify_token` matches; a notification is signed `X-Hub-Signature-256: sha256=<hex
  * HMAC-SHA256(app secret, raw body)>`; `entry[].changes[].value.messages[]` of type `text` are
- * direct messages of their sender. Statuses are acknowledged and ignored; any other message type
- * gets a short notice that only text is understood. Replies go through
- * `/<phoneNumberId>/messages`, 4096 characters a message.
+ * direct messages of their sender; `image`, `audio` (voice notes too) and `document` messages
+ * carry their file as an attachment the run fetches (SPEC §22: `GET /<media id>` answers a URL,
+ * downloaded with the same token), their caption as the text. Statuses are acknowledged and
+ * ignored; any other message type (a sticker, a location, a video) gets a short notice of what
+ * is understood. Replies go through `/<phoneNumberId>/messages`, 4096 characters a message.
  */
 import { equalsSecret, hmacHex } from "../auth/signature";
 import type { WhatsAppConfig } from "../config/connectors";
@@ -16,7 +18,7 @@ import type { Account, DirectNotice, PlatformConnector, PlatformMessage, Receive
 
 export const SIGNATURE = "x-hub-signature-256";
 const MAX_CHARS = 4096;
-export const ONLY_TEXT_NOTICE = "Sorry, only text messages are understood here.";
+export const ONLY_TEXT_NOTICE = "Sorry, only text, photos, voice notes and documents are understood here.";
 
 /** Graph API error codes that mean "slow down" (throughput, rate and spam-rate limits). */
 const RATE_LIMITED = new Set([4, 80007, 130429, 131048, 131056, 613]);
@@ -29,6 +31,49 @@ interface WaMessage {
   timestamp?: string;
   type?: string;
   text?: { body?: string };
+  image?: WaMedia;
+  audio?: WaMedia & { voice?: boolean };
+  document?: WaMedia & { filename?: string };
+}
+
+/** A media message's file (developers.facebook.com/docs/whatsapp/cloud-api/webhooks/components). */
+interface WaMedia {
+  id?: string;
+  mime_type?: string;
+  caption?: string;
+}
+
+type Attachment = NonNullable<InboundMessage["attachments"]>[number];
+
+/** A media message's file as an attachment fetched by its media id, and its caption. */
+function mediaOf(m: WaMessage): { attachment: Attachment; caption: string } | undefined {
+  const file =
+    m.type === "image"
+      ? m.image
+      : m.type === "audio"
+        ? m.audio
+        : m.type === "document"
+          ? m.document
+          : undefined;
+  if (!file?.id) return undefined;
+  const voice = m.type === "audio" && m.audio?.voice === true;
+  const attachment: Attachment = {
+    type: voice ? "voice" : (m.type as string),
+    ref: file.id,
+    mimeType:
+      file.mime_type ??
+      (m.type === "image" ? "image/jpeg" : m.type === "audio" ? "audio/ogg" : "application/octet-stream"),
+  };
+  const name =
+    m.type === "document"
+      ? m.document?.filename
+      : voice
+        ? "voice.ogg"
+        : m.type === "image"
+          ? "photo.jpg"
+          : undefined;
+  if (name) attachment.name = name;
+  return { attachment, caption: file.caption ?? "" };
 }
 
 interface WaValue {
@@ -54,15 +99,17 @@ export function normalizeWhatsApp(
     return { messages, notices };
   for (const m of value.messages ?? []) {
     if (!m.from || !m.id) continue;
-    if (m.type !== "text") {
+    const media = mediaOf(m);
+    if (m.type !== "text" && !media) {
       // Reactions and the like are not messages a person expects an answer to.
       if (m.type !== "reaction" && m.type !== "unsupported")
         notices.push({ to: m.from, text: ONLY_TEXT_NOTICE });
       continue;
     }
-    const text = m.text?.body ?? "";
-    if (text.trim() === "") continue;
+    const text = media ? media.caption : (m.text?.body ?? "");
+    if (text.trim() === "" && !media) continue;
     const inbound: InboundMessage = { messageId: m.id, chatType: "direct", from: m.from, text };
+    if (media) inbound.attachments = [media.attachment];
     if (value.metadata?.display_phone_number) inbound.to = value.metadata.display_phone_number;
     const name = value.contacts?.find((c) => c.wa_id === m.from)?.profile?.name;
     if (name) inbound.senderName = name;
@@ -171,6 +218,27 @@ export const whatsapp: PlatformConnector<WhatsAppConfig> = {
       },
       onPart,
     );
+  },
+
+  async fileSource(ref, number, secrets) {
+    // The media id answers a short-lived URL, downloaded with the same token.
+    const a = await callApi(`${number.apiBaseUrl.replace(/\/+$/, "")}/${encodeURIComponent(ref)}`, {
+      method: "GET",
+      headers: headers(number, secrets),
+    });
+    if (isFailure(a)) return { ok: false, error: `WhatsApp media: ${a.error}`, permanent: false };
+    const r = (a.json ?? {}) as { url?: string } & GraphError;
+    if (a.status >= 300 || !r.url)
+      return {
+        ok: false,
+        error: `WhatsApp media answered ${a.status}: ${brief(r.error?.message ?? a.text)}`,
+        permanent: a.status >= 400 && a.status < 500 && a.status !== 429,
+      };
+    return {
+      ok: true,
+      url: r.url,
+      headers: { authorization: `Bearer ${secrets[number.accessTokenEnv] ?? ""}` },
+    };
   },
 
   async setup(webhookUrl, number) {

@@ -702,7 +702,7 @@ describe("WhatsApp", () => {
     expect((await app.fetch(new Request(url("nope")), ENV, createExecutionContext())).status).toBe(403);
   });
 
-  it("a text message is answered through /<phoneNumberId>/messages; another type gets the only-text notice", async () => {
+  it("a text message is answered through /<phoneNumberId>/messages; a sticker gets the notice of what is understood", async () => {
     const key = "agent:main:whatsapp:dm:16315551181";
     await prepare(key);
     const note = whatsappNotification({ phoneNumberId: PHONE, from: "16315551181", text: "hola" });
@@ -718,12 +718,12 @@ describe("WhatsApp", () => {
       path: `/${PHONE}/messages`,
       body: { messaging_product: "whatsapp", to: "16315551181", type: "text", text: { body: "echo: hola" } },
     });
-    const image = whatsappNotification({ phoneNumberId: PHONE, from: "16315551181", type: "image" });
+    const sticker = whatsappNotification({ phoneNumberId: PHONE, from: "16315551181", type: "sticker" });
     expect(
-      (await post("/connectors/whatsapp", await whatsappRequest(image, VARS.WHATSAPP_APP_SECRET))).status,
+      (await post("/connectors/whatsapp", await whatsappRequest(sticker, VARS.WHATSAPP_APP_SECRET))).status,
     ).toBe(200);
     expect(posted(whatsapp)).toHaveLength(2);
-    expect((posted(whatsapp)[1]!.body.text as { body: string }).body).toMatch(/only text/);
+    expect((posted(whatsapp)[1]!.body.text as { body: string }).body).toMatch(/only text, photos/);
     const history = await rpc<{ messages: unknown[] }>("chat.history", { sessionKey: key });
     expect(history.payload.messages).toHaveLength(2);
   });
@@ -830,7 +830,10 @@ describe("setup, checks and the audit", () => {
     expect(discord.commands).toEqual([
       expect.objectContaining({
         name: "ask",
-        options: [expect.objectContaining({ name: "message", required: true })],
+        options: [
+          expect.objectContaining({ name: "message", type: 3, required: false }),
+          expect.objectContaining({ name: "attachment", type: 11, required: false }),
+        ],
       }),
     ]);
     const sl = await rpc<{ reports: Array<{ detail: string }> }>("connectors.setup", {

@@ -19,15 +19,25 @@ import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { app } from "../../src/http/app";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { streamedCompletion } from "../support/completion-stream";
-import type { fakeSlack, fakeTelegram } from "../support/platform-fakes";
+import type { fakeDiscord, fakeSlack, fakeTelegram, fakeWhatsApp } from "../support/platform-fakes";
 import {
+  discordCommand,
+  discordRequest,
   type SignedRequest,
   slackEvent,
   slackRequest,
   telegramRequest,
   telegramUpdate,
+  whatsappNotification,
+  whatsappRequest,
 } from "../support/platform-requests";
-import { PLATFORM_SECRETS, platformConnectors, platformFakes } from "../support/platform-world";
+import {
+  APP_ID,
+  PHONE,
+  PLATFORM_SECRETS,
+  platformConnectors,
+  platformFakes,
+} from "../support/platform-world";
 import { actor, changeActorEnv, configText, drain, eventually, TOKEN } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
@@ -57,6 +67,10 @@ const ENV = { ...env, ...VARS, SWITCHBOARD_CONFIG: configText(CONFIG) } as Env;
 
 let telegram: ReturnType<typeof fakeTelegram>;
 let slack: ReturnType<typeof fakeSlack>;
+let discord: ReturnType<typeof fakeDiscord>;
+let whatsapp: ReturnType<typeof fakeWhatsApp>;
+/** What the bridge's deliverUrl was posted. */
+let bridged: Array<Record<string, unknown>>;
 /** The chat completions the model was asked, and the transcriptions. */
 let completions: Array<{ messages: Array<{ role: string; content: unknown }> }>;
 let transcriptions: number;
@@ -66,7 +80,8 @@ let holdModel = false;
 let epoch = 0;
 
 beforeEach(() => {
-  ({ telegram, slack } = platformFakes());
+  ({ telegram, slack, discord, whatsapp } = platformFakes());
+  bridged = [];
   completions = [];
   transcriptions = 0;
   holdModel = false;
@@ -75,6 +90,8 @@ beforeEach(() => {
     const req = new Request(input, init);
     if (req.url.startsWith(BASES.telegram)) return telegram.handle(req, BASES.telegram);
     if (req.url.startsWith(BASES.slack)) return slack.handle(req, BASES.slack);
+    if (req.url.startsWith(BASES.discord)) return discord.handle(req, BASES.discord);
+    if (req.url.startsWith(BASES.whatsapp)) return whatsapp.handle(req, BASES.whatsapp);
     if (req.url === "https://model.test/v1/audio/transcriptions") {
       transcriptions++;
       const form = await req.formData();
@@ -105,7 +122,10 @@ beforeEach(() => {
         ? new Response("gone", { status: 404 })
         : new Response(text, { headers: { "content-type": "text/plain" } });
     }
-    if (req.url.startsWith("https://connector.test/")) return new Response("ok");
+    if (req.url.startsWith("https://connector.test/")) {
+      bridged.push((await req.json()) as Record<string, unknown>);
+      return new Response("ok");
+    }
     return real(input, init);
   });
 });
@@ -390,5 +410,147 @@ describe("media in", () => {
     expect(content[1]?.image_url?.url).toBe(`data:image/png;base64,${btoa(String.fromCharCode(...png))}`);
     const download = slack.calls.find((c) => c.path === "/files-pri/F1/chart.png");
     expect(download?.headers.authorization).toBe(`Bearer ${VARS.SLACK_BOT_TOKEN}`);
+  });
+  it("a Discord attachment is fetched from its URL, reaches the model as an image, and the reply comes back", async () => {
+    const png = new Uint8Array([0x89, 0x50, 0x4e, 0x47, 7, 7, 7]);
+    discord.files.set("9001/cat.png", { data: png, mimeType: "image/png" });
+    const key = "agent:main:discord:dm:1600000000000000901";
+    await changeActorEnv(key, { config: CONFIG, vars: VARS });
+    const interaction = discordCommand({
+      applicationId: APP_ID,
+      user: "1600000000000000901",
+      text: "",
+      channelId: "1700000000000000901",
+      attachment: {
+        id: "9001",
+        filename: "cat.png",
+        size: png.byteLength,
+        url: `${BASES.discord}/attachments/9001/cat.png`,
+        content_type: "image/png",
+      },
+    });
+    const res = await post("/connectors/discord", await discordRequest(interaction));
+    expect(res.json).toEqual({ type: 5 });
+    await eventually(async () => discord.shown().includes("got it"));
+    await drain(key);
+    const content = lastUser() as Array<{ type: string; image_url?: { url: string } }>;
+    expect(content.map((p) => p.type)).toEqual(["image_url"]);
+    expect(content[0]?.image_url?.url).toBe(`data:image/png;base64,${btoa(String.fromCharCode(...png))}`);
+    const user = (await history(key)).find((m) => m.role === "user");
+    expect(user?.content.find((p) => p.type === "image")).toMatchObject({
+      name: "cat.png",
+      bytes: png.byteLength,
+    });
+  });
+
+  it("a WhatsApp image and voice note are fetched by media id with the access token", async () => {
+    const jpeg = new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 9, 9]);
+    whatsapp.media.set("wa-img-1", { data: jpeg, mimeType: "image/jpeg" });
+    whatsapp.media.set("wa-voice-1", { data: new Uint8Array(120).fill(5), mimeType: "audio/ogg" });
+    const key = "agent:main:whatsapp:dm:15550001234";
+    await changeActorEnv(key, { config: CONFIG, vars: VARS });
+    const image = whatsappNotification({
+      phoneNumberId: PHONE,
+      from: "15550001234",
+      type: "image",
+      media: { id: "wa-img-1", mime_type: "image/jpeg", caption: "what is this?" },
+    });
+    expect(
+      (await post("/connectors/whatsapp", await whatsappRequest(image, VARS.WHATSAPP_APP_SECRET))).status,
+    ).toBe(200);
+    await eventually(async () => whatsapp.shown().includes("got it"));
+    await drain(key);
+    const content = lastUser() as Array<{ type: string; text?: string; image_url?: { url: string } }>;
+    expect(content[0]).toEqual({ type: "text", text: "what is this?" });
+    expect(content[1]?.image_url?.url).toBe(`data:image/jpeg;base64,${btoa(String.fromCharCode(...jpeg))}`);
+    const fetched = whatsapp.calls.filter(
+      (c) => c.path === "/wa-img-1" || c.path === "/media-download/wa-img-1",
+    );
+    expect(fetched.map((c) => c.headers.authorization)).toEqual([
+      `Bearer ${VARS.WHATSAPP_ACCESS_TOKEN}`,
+      `Bearer ${VARS.WHATSAPP_ACCESS_TOKEN}`,
+    ]);
+
+    const voice = whatsappNotification({
+      phoneNumberId: PHONE,
+      from: "15550001234",
+      type: "audio",
+      media: { id: "wa-voice-1", mime_type: "audio/ogg", voice: true },
+    });
+    await post("/connectors/whatsapp", await whatsappRequest(voice, VARS.WHATSAPP_APP_SECRET));
+    await eventually(async () => completions.length === 2);
+    await drain(key);
+    expect(lastUser()).toBe("[voice note] hello from a voice note");
+    expect(whatsapp.shown().filter((t) => t.includes("only text"))).toEqual([]);
+  });
+
+  it("a Slack file, a Discord attachment and a bridge attachment past media.maxBytes get one notice and no run", async () => {
+    const slackKey = "agent:main:slack:dm:u0big";
+    const discordKey = "agent:main:discord:dm:1600000000000000902";
+    const bridgeKey = "agent:main:bridge:dm:bigfile";
+    for (const key of [slackKey, discordKey, bridgeKey])
+      await changeActorEnv(key, { config: CONFIG, vars: VARS });
+    const event = slackEvent({ user: "U0BIG", channel: "D0BIG", text: "" }) as {
+      event: Record<string, unknown>;
+    };
+    event.event.subtype = "file_share";
+    event.event.files = [
+      {
+        name: "huge.zip",
+        mimetype: "application/zip",
+        size: MAX_BYTES + 1,
+        url_private_download: `${BASES.slack}/files-pri/huge.zip`,
+      },
+    ];
+    await post("/connectors/slack", await slackRequest(event, VARS.SLACK_SIGNING_SECRET));
+    const interaction = discordCommand({
+      applicationId: APP_ID,
+      user: "1600000000000000902",
+      text: "",
+      channelId: "1700000000000000902",
+      attachment: {
+        id: "9002",
+        filename: "huge.mov",
+        size: MAX_BYTES + 1,
+        url: `${BASES.discord}/attachments/9002/huge.mov`,
+      },
+    });
+    await post("/connectors/discord", await discordRequest(interaction));
+    const raw = JSON.stringify({
+      messageId: "b-big-1",
+      chatType: "direct",
+      from: "bigfile",
+      text: "",
+      attachments: [
+        {
+          url: "https://files.test/huge.bin",
+          mimeType: "application/octet-stream",
+          name: "huge.bin",
+          bytes: MAX_BYTES + 1,
+        },
+      ],
+    });
+    const res = await call("/hooks/inbound/bridge", {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        [SIGNATURE_HEADER]: await signBody("test-connector-secret", raw),
+      },
+      body: raw,
+    });
+    expect(res.status).toBeLessThan(300);
+    const tooLarge = (name: string) => (t: string) => t.startsWith(`⚠️ "${name}" is too large`);
+    await eventually(
+      async () =>
+        slack.shown().some(tooLarge("huge.zip")) &&
+        discord.shown().some(tooLarge("huge.mov")) &&
+        bridged.some((b) => tooLarge("huge.bin")(String(b.text))),
+    );
+    expect(slack.shown().filter(tooLarge("huge.zip"))).toHaveLength(1);
+    expect(discord.shown().filter(tooLarge("huge.mov"))).toHaveLength(1);
+    expect(bridged.filter((b) => tooLarge("huge.bin")(String(b.text)))).toHaveLength(1);
+    expect(completions).toHaveLength(0);
+    expect(slack.calls.some((c) => c.path.startsWith("/files-pri/"))).toBe(false);
+    expect(discord.calls.some((c) => c.path.startsWith("/attachments/"))).toBe(false);
   });
 });

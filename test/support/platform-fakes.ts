@@ -22,6 +22,8 @@ export interface PlatformCall {
   body: Record<string, unknown>;
   /** The status the fake answered. */
   status: number;
+  /** When the fake received it (its own clock). */
+  at: number;
 }
 
 export type Failure = { status: number; retryAfterSeconds?: number };
@@ -122,7 +124,7 @@ export class FakePlatform {
     req.headers.forEach((v, k) => {
       headers[k] = v;
     });
-    const call: PlatformCall = { method: req.method, path, headers, body, status: 0 };
+    const call: PlatformCall = { method: req.method, path, headers, body, status: 0, at: Date.now() };
     this.calls.push(call);
     const scripted = this.failing.find((f) => f.times > 0 && f.when(call));
     if (scripted) scripted.times--;
@@ -394,7 +396,9 @@ export function fakeDiscord(
   expire(token: string): void;
   commands: unknown[];
   addUser(id: string, opts?: { dmChannelId?: string; dmsClosed?: boolean }): DiscordUser;
+  files: Map<string, TelegramFakeFile>;
 } {
+  const files = new Map<string, TelegramFakeFile>();
   const expired = new Set<string>();
   const commands: unknown[] = [];
   const users = new Map<string, DiscordUser>();
@@ -418,6 +422,14 @@ export function fakeDiscord(
   const fake: FakePlatform = new FakePlatform(
     "discord",
     (call): ReturnType<Handler> => {
+      // An attachment on the CDN (here under the API's host): its signed URL, no token needed.
+      const attachment = /^\/attachments\/(.+)$/.exec(call.path);
+      if (attachment) {
+        const file = files.get(decodeURIComponent(attachment[1] ?? ""));
+        return file
+          ? { status: 200, body: null, raw: file.data, headers: { "content-type": file.mimeType } }
+          : { status: 404, body: { message: "404: Not Found", code: 0 } };
+      }
       const content = String(call.body.content ?? "");
       const hook = /^\/webhooks\/(\d+)\/([^/]+)(\/messages\/@original)?$/.exec(call.path);
       if (hook) {
@@ -518,20 +530,49 @@ export function fakeDiscord(
     users.set(id, user);
     return user;
   };
-  return Object.assign(fake, { expire: (token: string) => expired.add(token), commands, addUser });
+  return Object.assign(fake, { expire: (token: string) => expired.add(token), commands, addUser, files });
 }
 
 /** WhatsApp's Cloud API (Graph API): `/<phone number id>/messages` with a Bearer token; Graph errors. */
-export function fakeWhatsApp(phoneNumberId: string, accessToken: string): FakePlatform {
+export function fakeWhatsApp(
+  phoneNumberId: string,
+  accessToken: string,
+): FakePlatform & { media: Map<string, TelegramFakeFile> } {
+  const media = new Map<string, TelegramFakeFile>();
   const graphError = (status: number, code: number, message: string) => ({
     status,
     body: { error: { message, type: "OAuthException", code, fbtrace_id: "AbCdEf" } },
   });
   const fake: FakePlatform = new FakePlatform(
     "whatsapp",
-    (call): ReturnType<Handler> => {
+    (call, url): ReturnType<Handler> => {
       if (call.headers.authorization !== `Bearer ${accessToken}`)
         return graphError(401, 190, "Invalid OAuth access token.");
+      // Media (developers.facebook.com/docs/whatsapp/cloud-api/reference/media): GET /<media id>
+      // answers a short-lived URL, downloaded with the same token.
+      const download = /^\/media-download\/(.+)$/.exec(call.path);
+      if (download) {
+        const file = media.get(decodeURIComponent(download[1] ?? ""));
+        return file
+          ? { status: 200, body: null, raw: file.data, headers: { "content-type": file.mimeType } }
+          : graphError(404, 100, "Media not found");
+      }
+      const mediaId = /^\/([^/]+)$/.exec(call.path)?.[1];
+      if (call.method === "GET" && mediaId && mediaId !== phoneNumberId) {
+        const file = media.get(decodeURIComponent(mediaId));
+        if (!file) return graphError(400, 100, "(#100) Invalid parameter: media id");
+        const base = url.href.slice(0, url.href.length - url.search.length - call.path.length);
+        return {
+          status: 200,
+          body: {
+            messaging_product: "whatsapp",
+            url: `${base}/media-download/${mediaId}`,
+            mime_type: file.mimeType,
+            file_size: file.data.byteLength,
+            id: mediaId,
+          },
+        };
+      }
       if (call.path === `/${phoneNumberId}/messages` && call.method === "POST") {
         const body = String((call.body.text as { body?: string } | undefined)?.body ?? "");
         if (call.body.messaging_product !== "whatsapp")
@@ -574,5 +615,5 @@ export function fakeWhatsApp(phoneNumberId: string, accessToken: string): FakePl
             },
           },
   );
-  return fake;
+  return Object.assign(fake, { media });
 }

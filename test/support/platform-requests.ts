@@ -170,6 +170,8 @@ export function discordCommand(f: {
   guildId?: string;
   command?: string;
   token?: string;
+  /** A file in the command's `attachment` option (data.resolved.attachments). */
+  attachment?: { id: string; filename: string; size: number; url: string; content_type?: string };
 }) {
   const id = `${1_200_000_000_000_000_000n + BigInt(interactions++)}`;
   const user = { id: f.user, username: `user${f.user.slice(-4)}`, global_name: null };
@@ -186,7 +188,11 @@ export function discordCommand(f: {
       id: "1",
       name: f.command ?? "ask",
       type: 1,
-      options: [{ name: "message", type: 3, value: f.text }],
+      options: [
+        ...(f.text ? [{ name: "message", type: 3, value: f.text }] : []),
+        ...(f.attachment ? [{ name: "attachment", type: 11, value: f.attachment.id }] : []),
+      ],
+      ...(f.attachment ? { resolved: { attachments: { [f.attachment.id]: f.attachment } } } : {}),
     },
   };
 }
@@ -200,6 +206,8 @@ export function whatsappNotification(f: {
   text?: string;
   type?: string;
   id?: string;
+  /** The media object of an image, audio or document message (default `{ id: "media-1" }`). */
+  media?: Record<string, unknown>;
 }) {
   const id = f.id ?? `wamid.HBgL${wamids++}`;
   const message =
@@ -216,7 +224,7 @@ export function whatsappNotification(f: {
           id,
           timestamp: String(Math.floor(Date.now() / 1000)),
           type: f.type,
-          [f.type as string]: { id: "media-1" },
+          [f.type as string]: f.media ?? { id: "media-1" },
         };
   return {
     object: "whatsapp_business_account",

@@ -105,7 +105,7 @@ describe("WhatsApp: notifications to SPEC §4 messages", () => {
     });
   });
 
-  it("statuses are acknowledged and ignored; another type gets the only-text notice", () => {
+  it("statuses are acknowledged and ignored; a sticker or a location gets the notice of what is understood", () => {
     const statuses = whatsapp.receive(
       notification([], {
         statuses: [{ id: "wamid.X", status: "delivered", recipient_id: "1", timestamp: "1" }],
@@ -113,12 +113,44 @@ describe("WhatsApp: notifications to SPEC §4 messages", () => {
       number,
     );
     expect(statuses).toEqual({ answer: { status: 200 }, messages: [], notices: [] });
-    const image = whatsapp.receive(
-      notification([{ from: "16315551181", id: "wamid.I", type: "image", image: { id: "m1" } }]),
+    const sticker = whatsapp.receive(
+      notification([{ from: "16315551181", id: "wamid.S", type: "sticker", sticker: { id: "s1" } }]),
       number,
     );
-    expect(image.messages).toEqual([]);
-    expect(image.notices).toEqual([{ to: "16315551181", text: ONLY_TEXT_NOTICE }]);
+    expect(sticker.messages).toEqual([]);
+    expect(sticker.notices).toEqual([{ to: "16315551181", text: ONLY_TEXT_NOTICE }]);
+  });
+
+  it("an image, a voice note and a document are messages whose file the run fetches by media id", () => {
+    const got = whatsapp.receive(
+      notification([
+        {
+          from: "16315551181",
+          id: "wamid.I",
+          type: "image",
+          image: { id: "m1", mime_type: "image/jpeg", caption: "look" },
+        },
+        {
+          from: "16315551181",
+          id: "wamid.V",
+          type: "audio",
+          audio: { id: "m2", mime_type: "audio/ogg; codecs=opus", voice: true },
+        },
+        {
+          from: "16315551181",
+          id: "wamid.D",
+          type: "document",
+          document: { id: "m3", mime_type: "application/pdf", filename: "report.pdf" },
+        },
+      ]),
+      number,
+    );
+    expect(got.notices).toEqual([]);
+    expect(got.messages.map((m) => [m.inbound.text, m.inbound.attachments])).toEqual([
+      ["look", [{ type: "image", ref: "m1", mimeType: "image/jpeg", name: "photo.jpg" }]],
+      ["", [{ type: "voice", ref: "m2", mimeType: "audio/ogg; codecs=opus", name: "voice.ogg" }]],
+      ["", [{ type: "document", ref: "m3", mimeType: "application/pdf", name: "report.pdf" }]],
+    ]);
   });
 
   it("ignores messages to another number of the same app", () => {

@@ -3,14 +3,16 @@
  *
  * Each request takes the next step of the script (or the fallback when the script is empty):
  * a text reply, tool calls, an HTTP error, or a hang that lasts until the test releases it.
- * The gateway calls `generateText`, which `@ai-sdk/openai-compatible` sends as a non-streaming
- * request; `stream: true` is answered as server-sent events too, in case that ever changes.
+ * The gateway calls `generateText` (a non-streaming request), or `streamText` for a reply to a
+ * chat that streams (SPEC §22): `stream: true` is answered as server-sent events, the text in
+ * one piece or, for a step with `stream`, in pieces spaced in time.
  * Every request is recorded (system prompt, messages, tools, headers, the raw body) for
  * assertions. It also serves the `openai` api (`@ai-sdk/openai`'s Chat Completions), which sends
  * the system prompt of reasoning models as a `developer` message.
  */
 
 import type { IncomingMessage, ServerResponse } from "node:http";
+import { completionEvents } from "../../support/completion-stream.ts";
 import { chatCompletion, readBody, serveJson, textOf } from "./http-fake.ts";
 
 export interface Usage {
@@ -21,7 +23,8 @@ export interface Usage {
 }
 
 export type ModelStep =
-  | { text: string; usage?: Usage }
+  /** `stream`: a streaming request gets the text in `pieces`, `delayMs` apart (SPEC §22). */
+  | { text: string; usage?: Usage; stream?: { pieces: number; delayMs: number } }
   | { toolCalls: Array<{ name: string; arguments?: unknown; id?: string }>; text?: string; usage?: Usage }
   | { status: number; message?: string };
 
@@ -141,6 +144,28 @@ export async function startFakeModel(): Promise<FakeModel> {
       return;
     }
     const body = completion(step, record.model, requests.indexOf(record));
+    if (record.stream && "stream" in step && step.stream) {
+      // Written piece by piece; a client that went away (a killed gateway) ends it.
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      const usage = step.usage ?? DEFAULT_USAGE;
+      const events = completionEvents({
+        text: step.text,
+        pieces: step.stream.pieces,
+        usage: { prompt: usage.prompt, completion: usage.completion },
+      });
+      const delay = step.stream.delayMs;
+      const next = (i: number) => {
+        if (res.destroyed || res.writableEnded) return;
+        if (i >= events.length) {
+          res.end();
+          return;
+        }
+        res.write(events[i]);
+        setTimeout(() => next(i + 1), i === 0 ? 0 : delay);
+      };
+      next(0);
+      return;
+    }
     if (record.stream) {
       res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
       res.end(streamChunks(body));

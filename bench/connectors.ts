@@ -4,8 +4,11 @@
  * and the reply posted through the platform's API (a fake on 127.0.0.1, test/support's). One
  * gateway of its own serves all five paths; the paths take their messages in alternating blocks
  * (the host's speed drifts within a run), one message at a time to sessions the warm-up made,
- * each block ending when its replies have arrived. Part of `npm run bench`; alone:
- * `node bench/connectors.ts [rounds=6] [block=40]`.
+ * each block ending when its replies have arrived. `telegram` streams its replies (SPEC §22,
+ * `partial`, its default: the model's streaming call, a preview posted, the reply edited into
+ * it) and `telegram-plain` is the same bot with `streaming: { mode: "off" }`, so the two give
+ * streaming's cost per message; the preview calls per message are counted apart. Part of
+ * `npm run bench`; alone: `node bench/connectors.ts [rounds=6] [block=40]`.
  */
 import { createServer } from "node:http";
 import { pathToFileURL } from "node:url";
@@ -30,6 +33,7 @@ import {
   PLATFORM_SECRETS,
   platformConnectors,
   platformFakes,
+  telegramBot,
 } from "../test/support/platform-world.ts";
 
 const SECRETS = {
@@ -40,12 +44,14 @@ const SECRETS = {
 /** Senders per path: the warm-up makes their sessions, the blocks reuse them. */
 const PEERS = 10;
 
-export const PATHS = ["bridge", "telegram", "slack", "discord", "whatsapp"] as const;
+export const PATHS = ["bridge", "telegram", "telegram-plain", "slack", "discord", "whatsapp"] as const;
 export type PathName = (typeof PATHS)[number];
 
 export interface ConnectorBench {
   /** workerd CPU per message, ms, by path. */
   cpu: Record<PathName, number>;
+  /** Preview calls (posts and edits, the reply's own edit included) per streamed message. */
+  previewCallsPerMessage: number;
   blocks: number;
   block: number;
 }
@@ -90,6 +96,7 @@ export async function benchConnectorPaths(opts: {
       connectors: {
         bridge: { deliverUrl: bridge.url, secretEnv: "BRIDGE_SECRET" },
         ...platformConnectors((p) => platforms.base(p === "whatsapp" ? "/graph" : `/${p}`)),
+        "telegram-plain": { ...telegramBot(platforms.base("/telegram")), streaming: { mode: "off" } },
       },
     },
   });
@@ -101,7 +108,8 @@ export async function benchConnectorPaths(opts: {
   /** One signed webhook request of a path, from peer `peer`, and where it goes. */
   const request = async (p: PathName, peer: number): Promise<{ path: string; req: SignedRequest }> => {
     const id = ++n;
-    const text = `hi ${id}`;
+    // Long enough (with the echo model's "echo: ") for a streamed reply to be previewed.
+    const text = `hi ${id}, what will the weather be like this week?`;
     switch (p) {
       case "bridge": {
         const body = JSON.stringify({ messageId: `b-${id}`, chatType: "direct", from: `peer-${peer}`, text });
@@ -120,6 +128,11 @@ export async function benchConnectorPaths(opts: {
         return {
           path: "/connectors/telegram",
           req: telegramRequest(telegramUpdate({ from: 100 + peer, text }), SECRETS.TELEGRAM_WEBHOOK_SECRET),
+        };
+      case "telegram-plain":
+        return {
+          path: "/connectors/telegram-plain",
+          req: telegramRequest(telegramUpdate({ from: 200 + peer, text }), SECRETS.TELEGRAM_WEBHOOK_SECRET),
         };
       case "slack":
         return {
@@ -151,9 +164,16 @@ export async function benchConnectorPaths(opts: {
         };
     }
   };
+  // The two Telegram bots share the fake: their chats are 100-199 and 200-299. A streamed
+  // reply is done when the reply is edited into its preview.
+  const chatIn = (c: { body: Record<string, unknown> }, from: number) =>
+    Number(c.body.chat_id) >= from && Number(c.body.chat_id) < from + 100;
+  const telegramCalls = (method: string, from: number) =>
+    telegram.calls.filter((c) => c.path.endsWith(`/${method}`) && chatIn(c, from)).length;
   const delivered: Record<PathName, () => number> = {
     bridge: bridge.delivered,
-    telegram: () => telegram.posted().length,
+    telegram: () => telegramCalls("editMessageText", 100),
+    "telegram-plain": () => telegramCalls("sendMessage", 200),
     slack: () => slack.posted().length,
     discord: () => discord.posted().length,
     whatsapp: () => whatsapp.posted().length,
@@ -173,7 +193,9 @@ export async function benchConnectorPaths(opts: {
     }
   };
 
-  const cpuMs: Record<PathName, number> = { bridge: 0, telegram: 0, slack: 0, discord: 0, whatsapp: 0 };
+  const cpuMs = Object.fromEntries(PATHS.map((p) => [p, 0])) as Record<PathName, number>;
+  let streamed = 0;
+  let previewCalls = 0;
   try {
     // Warm-up: every path's sessions exist, and the JIT has seen each path.
     for (const p of PATHS) {
@@ -186,10 +208,15 @@ export async function benchConnectorPaths(opts: {
       const order = PATHS.map((_, i) => PATHS[(i + r) % PATHS.length] as PathName);
       for (const p of order) {
         const target = delivered[p]() + block;
+        const calls0 = telegramCalls("sendMessage", 100) + telegramCalls("editMessageText", 100);
         const cpu0 = groupCpuSeconds(server.pid, "workerd");
         for (let i = 0; i < block; i++) await send(p, i % PEERS);
         await until(p, target);
         cpuMs[p] += (groupCpuSeconds(server.pid, "workerd") - cpu0) * 1000;
+        if (p === "telegram") {
+          streamed += block;
+          previewCalls += telegramCalls("sendMessage", 100) + telegramCalls("editMessageText", 100) - calls0;
+        }
       }
       opts.log(`connector paths: round ${r + 1}/${rounds} done`);
     }
@@ -201,6 +228,7 @@ export async function benchConnectorPaths(opts: {
   const total = rounds * block;
   return {
     cpu: Object.fromEntries(PATHS.map((p) => [p, cpuMs[p] / total])) as Record<PathName, number>,
+    previewCallsPerMessage: streamed ? previewCalls / streamed : 0,
     blocks: rounds,
     block,
   };
@@ -221,6 +249,9 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   console.log(`| path | workerd CPU per message | × signed bridge |\n|---|---|---|`);
   for (const p of PATHS)
     console.log(`| ${p} | ${result.cpu[p].toFixed(2)} ms | ${(result.cpu[p] / bridgeCpu).toFixed(2)} |`);
+  console.log(
+    `\nstreaming (telegram ÷ telegram-plain): ${(result.cpu.telegram / result.cpu["telegram-plain"]).toFixed(3)}×, ${result.previewCallsPerMessage.toFixed(2)} preview calls per message`,
+  );
   const { rmSync } = await import("node:fs");
   rmSync(persistTo, { recursive: true, force: true });
 }

@@ -49,7 +49,9 @@
  *     with the signed bridge and a Telegram, Slack, Discord and WhatsApp connector (fakes of their
  *     APIs on 127.0.0.1); each path takes one-at-a-time messages to existing sessions in
  *     alternating blocks; workerd CPU per message (verification, run, reply) per path (bar: each
- *     platform ≤ 1.3× the signed bridge's).
+ *     platform ≤ 1.3× the signed bridge's). Telegram streams its replies (SPEC §22 `partial`)
+ *     and `telegram-plain` is the same bot not streaming (bar: streaming ≤ 1.10× the CPU per
+ *     message; its preview calls per message counted apart).
  * 14. After 13, the storage load of a message (bench/db-load.ts, informational, no bar yet): a
  *     gateway of its own behind a test-only entry that counts D1 statements and round trips and
  *     Durable Object SQL statements (bench/floor/db-load-worker.ts); per message for a new
@@ -1749,6 +1751,20 @@ async function phaseConnectorPaths(): Promise<void> {
         `${(result.cpu[p] / bridge).toFixed(2)}× the signed bridge; workerd CPU, verification + run + reply, ${result.blocks} blocks of ${result.block} per path, alternating`,
       );
     }
+    // SPEC §22: streaming a reply costs at most 10% more CPU per message than not streaming it.
+    const streaming = result.cpu.telegram / result.cpu["telegram-plain"];
+    row(
+      "13",
+      "streamed reply (partial) vs the same bot not streaming",
+      `${streaming.toFixed(3)}×`,
+      `telegram ${result.cpu.telegram.toFixed(2)} ms ÷ telegram-plain ${result.cpu["telegram-plain"].toFixed(2)} ms; preview calls (post + edits, the reply's own edit included) ${result.previewCallsPerMessage.toFixed(2)} per message, counted apart; no D1 statement added (test/integration/streaming.test.ts)`,
+    );
+    bars.push({
+      name: "streaming (partial) adds ≤ 10% CPU per message",
+      rule: "workerd CPU per message (telegram, partial) ÷ (telegram-plain, off) ≤ 1.10",
+      actual: `${streaming.toFixed(3)}×`,
+      pass: streaming <= 1.1,
+    });
     const worst = Math.max(...PATHS.filter((p) => p !== "bridge").map((p) => result.cpu[p] / bridge));
     bars.push({
       name: "each platform's webhook path ≤ 1.3× the signed bridge's CPU per message",

@@ -25,6 +25,8 @@ export interface PreviewPort {
   remove(messageId: string): Promise<boolean>;
   /** The final reply edits the preview into itself (`partial`, or Discord's deferred response). */
   finalEdits: boolean;
+  /** The longest text one preview shows whole (a longer one shows its start). */
+  maxChars: number;
 }
 
 /** A preview longer than one message shows its start. */
@@ -56,6 +58,7 @@ export function previewPort(
       mode,
       minIntervalMs,
       finalEdits: true,
+      maxChars: Number.POSITIVE_INFINITY,
       show: async (text) => {
         const body = JSON.stringify({
           kind: "preview",
@@ -101,6 +104,7 @@ export function previewPort(
     mode,
     minIntervalMs,
     finalEdits: mode === "partial" || api.inPlace === true,
+    maxChars: max,
     show: (text, messageId) => api.show(target, clip(text, max), messageId, found.account, found.secrets),
     remove: (messageId) => api.remove(target, messageId, found.account, found.secrets),
   };

@@ -129,6 +129,11 @@ describe("streamed replies against wrangler dev", () => {
       slack: paceOf(slack, (p) => p === "/chat.update"),
       discord: paceOf(discord, (p, m) => m === "PATCH" && p.endsWith("/@original")),
     };
+    console.log(
+      `streamed ${STREAM_MS / 1000} s in ${PIECES} pieces: ${Object.entries(paces)
+        .map(([name, p]) => `${name} ${p.edits} edits over ${(p.span / 1000).toFixed(1)} s`)
+        .join(", ")}`,
+    );
     for (const [name, pace] of Object.entries(paces)) {
       expect(pace.edits, name).toBeGreaterThanOrEqual(2);
       expect(pace.edits, name).toBeLessThanOrEqual(Math.floor(pace.span / 1_000) + 2);
@@ -140,7 +145,9 @@ describe("streamed replies against wrangler dev", () => {
 
   it("a kill mid-stream: the restarted gateway resumes the run, edits the same preview, and the reply shows once", async () => {
     const key = "agent:main:telegram:dm:8102";
+    // A long stream, cut off by the kill; the resumed run's call gets a short one.
     model.push({ text: REPLY, stream: { pieces: 100, delayMs: 100 } });
+    model.push({ text: REPLY, stream: { pieces: 5, delayMs: 50 } });
     await post(
       "telegram",
       telegramRequest(telegramUpdate({ from: 8102, text: "a long one" }), VARS.TELEGRAM_WEBHOOK_SECRET),

@@ -95,7 +95,6 @@ beforeEach(() => {
     if (req.url.startsWith(BASES.discord)) return discord.handle(req, BASES.discord);
     if (req.url === "https://model.test/v1/chat/completions") {
       const body = (await req.json()) as { stream?: boolean };
-      expect(body.stream).toBe(true);
       modelCalls++;
       const answer = (answers.length > 1 ? answers.shift() : answers[0]) as (typeof answers)[number];
       if ("error" in answer)
@@ -103,6 +102,18 @@ beforeEach(() => {
           { error: { message: "fake failure", code: answer.error } },
           { status: answer.error },
         );
+      // A chat that does not stream gets its answer whole (generateText).
+      if (!body.stream)
+        return Response.json({
+          id: "c",
+          object: "chat.completion",
+          created: 0,
+          model: "m",
+          choices: [
+            { index: 0, message: { role: "assistant", content: answer.text ?? "" }, finish_reason: "stop" },
+          ],
+          usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+        });
       const born = epoch;
       let events = 0;
       return streamedCompletion(
@@ -303,5 +314,60 @@ describe("streamed replies", () => {
     expect(previews.every((p) => p.body.deliveryId === reply?.body.deliveryId)).toBe(true);
     expect(bridgePosts.indexOf(reply as (typeof bridgePosts)[number])).toBe(bridgePosts.length - 1);
     expect(reply?.body.text).toBe(FULL);
+  });
+  it("streaming adds no D1 statement: a streamed reply's session writes what a plain one's does", async () => {
+    /** The SQL an actor sends its D1, statement by statement, batches marked. */
+    const counting = () => {
+      const seen: string[] = [];
+      const wrap = (db: D1Database) =>
+        new Proxy(db, {
+          get(target, prop, receiver) {
+            if (prop === "batch")
+              return (stmts: D1PreparedStatement[]) => {
+                seen.push(`batch of ${stmts.length}`);
+                return target.batch(stmts);
+              };
+            if (prop === "prepare")
+              return (sql: string) => {
+                seen.push(sql);
+                return target.prepare(sql);
+              };
+            const value = Reflect.get(target, prop, receiver);
+            return typeof value === "function" ? value.bind(target) : value;
+          },
+        });
+      return { seen, wrap };
+    };
+    const measure = async (from: number, streaming: Record<string, unknown>) => {
+      const config = configWith(streaming);
+      const key = `agent:main:telegram:dm:${from}`;
+      const d1 = counting();
+      await changeActorEnv(key, { config, vars: VARS, databases: d1.wrap });
+      const e = { ...ENV, SWITCHBOARD_CONFIG: configText(config) } as Env;
+      const say = (text: string) =>
+        post(
+          "/connectors/telegram",
+          telegramRequest(telegramUpdate({ from, text }), VARS.TELEGRAM_WEBHOOK_SECRET),
+          e,
+        );
+      // The first message makes the session; the second is the one counted.
+      await say("hello");
+      await eventually(async () => telegram.shown(String(from)).length === 1, 15_000);
+      await drain(key);
+      d1.seen.length = 0;
+      await say("and again");
+      await eventually(async () => telegram.shown(String(from)).length === 2, 15_000);
+      await drain(key);
+      expect(telegram.shown(String(from))).toEqual([FULL, FULL]);
+      return d1.seen;
+    };
+    const streamed = await measure(6301, { mode: "partial" });
+    const plain = await measure(6302, { mode: "off" });
+    const edits = telegram.calls.filter(
+      (c) => c.path.endsWith("/editMessageText") && String(c.body.chat_id) === "6301",
+    );
+    expect(edits.length).toBeGreaterThanOrEqual(2);
+    expect(plain.length).toBeGreaterThan(0);
+    expect(streamed).toEqual(plain);
   });
 });

@@ -104,6 +104,16 @@ describe("a reply's preview", () => {
     expect(w.calls).toHaveLength(1);
   });
 
+  it("settle does not wait when the preview shows the reply already (its edit changes nothing)", async () => {
+    const w = world();
+    const p = w.preview();
+    const reply = "a reply that came in one piece, long enough to preview";
+    p.text(reply);
+    await flush();
+    expect(await p.settle(reply)).toBe("m1");
+    expect(w.slept).toEqual([]);
+  });
+
   it("a resumed run edits the preview it had and keeps nothing new", async () => {
     const w = world();
     const p = w.preview("m7");

@@ -43,7 +43,7 @@ export class ReplyPreview {
   calls = 0;
 
   constructor(
-    private readonly port: Pick<PreviewPort, "mode" | "minIntervalMs" | "show">,
+    private readonly port: Pick<PreviewPort, "mode" | "minIntervalMs" | "show"> & { maxChars?: number },
     /** The preview a previous attempt of the run posted, if any. */
     private messageId: string | undefined,
     /** Makes a newly posted preview's id durable (the run's checkpoint). */
@@ -106,13 +106,17 @@ export class ReplyPreview {
   }
 
   /**
-   * Ends the previews: waits for the call under way, then until the interval since it has
-   * passed, so the reply's own edit keeps the chat's pace. Returns the preview's id, if any.
+   * Ends the previews: waits for the call under way, then, unless the preview shows `reply`
+   * already (the reply's edit changes nothing the chat sees), until the interval since that call
+   * has passed, so the reply's own edit keeps the chat's pace. Returns the preview's id, if any.
    */
-  async settle(): Promise<string | undefined> {
+  async settle(reply?: string): Promise<string | undefined> {
     this.stopped = true;
     await this.inFlight;
-    if (this.messageId !== undefined) {
+    // A reply longer than one message is split: its first part changes what the preview shows.
+    const whole = reply !== undefined && reply.length <= (this.port.maxChars ?? Number.POSITIVE_INFINITY);
+    const current = whole && reply.trim() === this.shown.trim();
+    if (this.messageId !== undefined && !current) {
       const wait = this.lastCallAt + this.port.minIntervalMs - this.clock.now();
       if (wait > 0) await this.clock.sleep(Math.min(wait, this.port.minIntervalMs));
     }

@@ -171,6 +171,7 @@ export async function runTurn(
   // The chat sees the agent at work while the run lasts, where its platform can show it.
   const stopActivity = req.deliver && req.route ? showActivity(req.route, config, a.env) : undefined;
   const preview = replyPreview(a, spec, runId, progress, save);
+  let reply: string | undefined;
   // A run past its deadline (its start + `timeoutSeconds`, in its queue row) is ended by the
   // actor's alarm (scheduler.ts), or here when a resumed run finds it passed already.
   if (req.timeoutSeconds && req.timeoutSeconds > 0 && startedAt + req.timeoutSeconds * 1000 <= Date.now())
@@ -290,6 +291,7 @@ export async function runTurn(
         await steps.stepped(appended);
       },
     });
+    reply = result.reply;
     return { runId, status: "ok", startedAt, endedAt: Date.now(), reply: result.reply };
   } catch (error) {
     const endedAt = Date.now();
@@ -317,7 +319,7 @@ export async function runTurn(
   } finally {
     stopActivity?.();
     // The preview's last edit has landed (and the platform's interval passed) before the reply.
-    await preview?.settle();
+    await preview?.settle(reply);
     a.live.current = undefined;
   }
 }

@@ -96,7 +96,11 @@ export async function benchConnectorPaths(opts: {
       connectors: {
         bridge: { deliverUrl: bridge.url, secretEnv: "BRIDGE_SECRET" },
         ...platformConnectors((p) => platforms.base(p === "whatsapp" ? "/graph" : `/${p}`)),
-        "telegram-plain": { ...telegramBot(platforms.base("/telegram")), streaming: { mode: "off" } },
+        "telegram-plain": {
+          ...telegramBot(platforms.base("/telegram")),
+          dmPolicy: "open",
+          streaming: { mode: "off" },
+        },
       },
     },
   });

@@ -2,11 +2,14 @@
  * The soak's fault-injecting fakes on 127.0.0.1 (see scripts/lib/soak.ts):
  * - a chat connector (the gateway's `deliverUrl`) that checks every delivery's signature,
  *   answers 500 to a share of them, holds a few open for longer than the gateway's delivery
- *   timeout, and records every delivery it accepted (2xx) by `deliveryId`, duplicates included;
+ *   timeout, and records every delivery it accepted (2xx) by `deliveryId`, duplicates included,
+ *   and apart from them the previews of streamed replies (`kind: "preview"`, SPEC §22);
  * - an OpenAI-compatible model that answers 429 (with `retry-after`), 500 or slowly to a share
  *   of requests, and otherwise answers from the request itself: a soak message asking for
  *   `sessions_send` or `sessions_spawn` gets that tool call, one asking to yield spawns two
- *   sub-agents and then calls `sessions_yield`, every other turn a short text.
+ *   sub-agents and then calls `sessions_yield`, every other turn a short text; a streaming
+ *   request (`stream: true`, a reply to a chat that streams) gets its text in pieces, a few
+ *   dozen milliseconds apart, padded so that it is long enough to be previewed.
  * Faults are drawn from a seeded generator and can be switched off for the final drain.
  */
 
@@ -55,6 +58,8 @@ export interface FaultyConnector {
   url: string;
   /** Every accepted (2xx) delivery per deliveryId; more than one entry is a duplicate. */
   accepted: Map<string, AcceptedDelivery[]>;
+  /** Previews accepted per deliveryId, and when (a preview is never a delivery). */
+  previews: Map<string, number[]>;
   counts: { attempts: number; failed: number; hung: number; badSignature: number };
   faults: boolean;
   close(): Promise<void>;
@@ -76,6 +81,7 @@ export async function startFaultyConnector(
   const c: FaultyConnector = {
     url: "",
     accepted: new Map(),
+    previews: new Map(),
     counts: { attempts: 0, failed: 0, hung: 0, badSignature: 0 },
     faults: true,
     close: async () => {
@@ -112,6 +118,11 @@ export async function startFaultyConnector(
     if (c.faults && prng.chance(faults.failShare)) {
       c.counts.failed++;
       res.writeHead(500).end("connector failed");
+      return;
+    }
+    if (body.kind === "preview") {
+      c.previews.set(body.deliveryId, [...(c.previews.get(body.deliveryId) ?? []), Date.now()]);
+      res.writeHead(200, { "content-type": "application/json" }).end('{"ok":true}');
       return;
     }
     const list = c.accepted.get(body.deliveryId) ?? [];
@@ -263,6 +274,38 @@ function completion(answer: Answer, model: string, n: number) {
   };
 }
 
+/** Pieces a streamed text comes in, and the time between two. */
+const STREAM_PIECES = 8;
+const STREAM_PIECE_MS = 40;
+/** What pads a streamed reply past the 40 characters a first preview waits for. */
+const STREAM_PADDING = " (streamed in pieces, long enough to be previewed)";
+
+/**
+ * A completion as `chat.completion.chunk` server-sent events: a text in STREAM_PIECES pieces,
+ * STREAM_PIECE_MS apart (padded, so the chat's preview shows), a tool call in one chunk. A
+ * gateway that goes away (killed) ends it.
+ */
+async function streamAnswer(res: ServerResponse, body: ReturnType<typeof completion>): Promise<void> {
+  const choice = body.choices[0];
+  const base = { id: body.id, object: "chat.completion.chunk", created: body.created, model: body.model };
+  const chunk = (delta: unknown, extra: Record<string, unknown> = {}) =>
+    `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta, ...extra }] })}\n\n`;
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+  res.write(chunk({ role: "assistant" }));
+  const text = choice?.message.content ? `${choice.message.content}${STREAM_PADDING}` : "";
+  const size = Math.ceil(text.length / STREAM_PIECES);
+  for (let i = 0; i < text.length; i += size) {
+    await new Promise((r) => setTimeout(r, STREAM_PIECE_MS));
+    if (res.destroyed) return;
+    res.write(chunk({ content: text.slice(i, i + size) }));
+  }
+  for (const [index, call] of (choice?.message.tool_calls ?? []).entries())
+    res.write(chunk({ tool_calls: [{ index, ...call }] }));
+  res.write(chunk({}, { finish_reason: choice?.finish_reason ?? "stop" }));
+  res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: body.usage })}\n\n`);
+  res.end("data: [DONE]\n\n");
+}
+
 export async function startFaultyModel(prng: Prng, faults: ModelFaults): Promise<FaultyModel> {
   const m: FaultyModel = {
     baseUrl: "",
@@ -306,6 +349,7 @@ export async function startFaultyModel(prng: Prng, faults: ModelFaults): Promise
     }
     const body = JSON.parse(raw) as {
       model: string;
+      stream?: boolean;
       messages: ChatMessage[];
       tools?: Array<{ function: { name: string } }>;
     };
@@ -316,6 +360,10 @@ export async function startFaultyModel(prng: Prng, faults: ModelFaults): Promise
     );
     if ("tool" in answer) m.counts.toolCalls++;
     if (res.destroyed) return; // the gateway went away (killed) while the answer was slow
+    if (body.stream) {
+      await streamAnswer(res, completion(answer, body.model, n));
+      return;
+    }
     res
       .writeHead(200, { "content-type": "application/json" })
       .end(JSON.stringify(completion(answer, body.model, n)));

@@ -281,7 +281,10 @@ function gatewayConfig(
       retry: { attempts: 3, baseDelayMs: 50 },
     },
     tools: { sessions: { visibility: "all" }, agentToAgent: { enabled: true } },
-    connectors: { telegram: { deliverUrl: connector.url, secretEnv: "CONNECTOR_SECRET" } },
+    // The bridge opts in to streamed replies (SPEC §22): previews come before the reply.
+    connectors: {
+      telegram: { deliverUrl: connector.url, secretEnv: "CONNECTOR_SECRET", streaming: { mode: "partial" } },
+    },
     delivery: { maxAttempts: 4, baseDelayMs: 200, maxDelayMs: 2000 },
   };
 }
@@ -1024,6 +1027,22 @@ function account(x: AccountInput): SoakReport {
       );
   }
   const repliesDelivered = deliveries.filter((d) => d.kind === "reply" && d.status === "delivered").length;
+  // Streamed replies: a preview is POSTed while the model writes, never after its reply was
+  // accepted (a preview the connector took after the reply would show stale text).
+  let previewCount = 0;
+  let streamedReplies = 0;
+  let previewsAfterReply = 0;
+  for (const [deliveryId, times] of x.connector.previews) {
+    previewCount += times.length;
+    const reply = x.connector.accepted.get(deliveryId)?.[0];
+    if (!reply) continue;
+    streamedReplies++;
+    const late = times.filter((t) => t > reply.at).length;
+    if (late) {
+      previewsAfterReply += late;
+      findings.push(`${late} preview(s) of ${deliveryId} were accepted after its reply`);
+    }
+  }
   const deliveredByKind = count(
     deliveries.filter((d) => d.status === "delivered"),
     (d) => d.kind,
@@ -1117,6 +1136,12 @@ function account(x: AccountInput): SoakReport {
       value: fmt(duplicated.length),
       bar: "0 duplicated",
       pass: duplicated.length === 0,
+    },
+    {
+      measure: "streamed replies (previews POSTed before the reply)",
+      value: `${fmt(streamedReplies)} replies previewed, ${fmt(previewCount)} previews; ${fmt(previewsAfterReply)} after their reply`,
+      bar: "0 after their reply",
+      pass: previewsAfterReply === 0,
     },
     {
       measure: "repeated POSTs of an accepted deliveryId (dropped by the connector)",

@@ -369,6 +369,26 @@ export const PRICE_PAGES = {
 } as const;
 export const PRICES_READ = "2026-11-28";
 
+/** R2 (Standard storage), for the files people send (SPEC §22): developers.cloudflare.com/r2/pricing/. */
+export const R2_PRICES = {
+  page: "https://developers.cloudflare.com/r2/pricing/",
+  classA: { usdPerMillion: 4.5, text: "$4.50 / million", includedPerMonth: 1e6 },
+  classB: { usdPerMillion: 0.36, text: "$0.36 / million", includedPerMonth: 10e6 },
+  storage: { usdPerGbMonth: 0.015, text: "$0.015 / GB-month", includedGb: 10 },
+} as const;
+
+/**
+ * R2 operations per file, as test/integration/media.test.ts counts them on the binding: the run
+ * that carries it puts it once, and reads it once if its model is given it (an image to a model
+ * that sees, a text file of 100 KB or less); deleting it with its transcript is a list (Class A,
+ * per 1,000 files of a transcript) and a delete (free). No D1 row and no Durable Object row is
+ * added: the file's part is in its message's row and in its run's checkpoint.
+ */
+export const R2_OPS_PER_FILE = {
+  given: { classA: 1, classB: 1 },
+  named: { classA: 1, classB: 0 },
+} as const;
+
 /** The billed units of a message, in the order the cost table lists them. */
 export const UNITS = [
   "workerRequests",
@@ -600,6 +620,11 @@ export function costReport(
         .join(" | ")} |`,
     );
   }
+  const fileUsd = (ops: { classA: number; classB: number }) =>
+    ops.classA * R2_PRICES.classA.usdPerMillion + ops.classB * R2_PRICES.classB.usdPerMillion;
+  out.push(
+    `| files people send (SPEC §22), per file, apart from the message's own cost: R2 ${R2_PRICES.classA.text} Class A, ${R2_PRICES.classB.text} Class B (${R2_PRICES.page}); no D1 or Durable Object row added | | an image given to a model that sees, or a text file given inline: ${R2_OPS_PER_FILE.given.classA} put + ${R2_OPS_PER_FILE.given.classB} get → ${usd(fileUsd(R2_OPS_PER_FILE.given))} per million files; any other file: ${R2_OPS_PER_FILE.named.classA} put → ${usd(fileUsd(R2_OPS_PER_FILE.named))}; kept: ${R2_PRICES.storage.text} (a million 1 MB photos kept a month: ${usd(1e6 * 1e-3 * R2_PRICES.storage.usdPerGbMonth)}) |${workloads.length > 1 ? " |".repeat(workloads.length - 1) : ""}`,
+  );
   out.push(
     `| messages a month the included allowances cover (the unit that runs out first) | | ${costs
       .map((c) => {

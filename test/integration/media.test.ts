@@ -553,4 +553,30 @@ describe("media in", () => {
     expect(slack.calls.some((c) => c.path.startsWith("/files-pri/"))).toBe(false);
     expect(discord.calls.some((c) => c.path.startsWith("/attachments/"))).toBe(false);
   });
+  it("a photo given to a model that sees costs one R2 put (its run's fetch) and one R2 get (its model call)", async () => {
+    const jpeg = new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 4, 4, 4]);
+    telegram.files.set("photo-ops", { data: jpeg, mimeType: "image/jpeg" });
+    const ops: string[] = [];
+    const bucket = env.MEDIA;
+    const counting = new Proxy(bucket, {
+      get(target, prop, receiver) {
+        const value = Reflect.get(target, prop, receiver);
+        if (typeof value !== "function") return value;
+        return (...args: unknown[]) => {
+          ops.push(String(prop));
+          return (value as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      },
+    });
+    const key = "agent:main:telegram:dm:5199";
+    await changeActorEnv(key, { config: CONFIG, vars: { ...VARS, MEDIA: counting } });
+    const update = telegramUpdate({ from: 5199, text: "" }) as { message: Record<string, unknown> };
+    delete update.message.text;
+    update.message.photo = [{ file_id: "photo-ops", file_size: jpeg.byteLength, width: 10, height: 10 }];
+    await post("/connectors/telegram", telegramRequest(update, VARS.TELEGRAM_WEBHOOK_SECRET));
+    await eventually(async () => sentTexts().includes("got it"));
+    await drain(key);
+    // The numbers bench/capacity-model.ts prices a file at (npm run capacity's cost table).
+    expect(ops.sort()).toEqual(["get", "put"]);
+  });
 });

@@ -93,6 +93,7 @@ describe("a reply's preview", () => {
   it("settle waits out the interval since the last call, so the reply's edit keeps the pace", async () => {
     const w = world({ minIntervalMs: 1_200 });
     const p = w.preview();
+    p.text("x".repeat(30));
     p.text("x".repeat(50));
     await flush();
     w.advance(300);
@@ -107,11 +108,23 @@ describe("a reply's preview", () => {
   it("settle does not wait when the preview shows the reply already (its edit changes nothing)", async () => {
     const w = world();
     const p = w.preview();
-    const reply = "a reply that came in one piece, long enough to preview";
+    const reply = "a reply that came in two pieces, long enough to preview";
+    p.text(reply.slice(0, 20));
     p.text(reply);
     await flush();
+    expect(w.calls.map((c) => c.text)).toEqual([reply]);
     expect(await p.settle(reply)).toBe("m1");
     expect(w.slept).toEqual([]);
+  });
+
+  it("a reply that arrives in one piece is never previewed: it is posted as the reply", async () => {
+    const w = world();
+    const p = w.preview();
+    p.text("a whole reply at once, far longer than forty characters");
+    w.advance(5_000);
+    await flush();
+    expect(await p.settle("a whole reply at once, far longer than forty characters")).toBeUndefined();
+    expect(w.calls).toEqual([]);
   });
 
   it("a resumed run edits the preview it had and keeps nothing new", async () => {
@@ -138,6 +151,7 @@ describe("a reply's preview", () => {
   it("three failures in a row end the previews", async () => {
     const w = world({ fail: true });
     const p = w.preview();
+    p.text("z");
     for (let i = 0; i < 10; i++) {
       p.text(`${"z".repeat(50)}${i}`);
       await flush();

@@ -1,7 +1,8 @@
 /**
  * What a chat sees while a run writes its reply (SPEC §22 streaming): one preview message,
- * posted once the reply has 40 characters or has been under way for a second (`partial`), or at
- * once with the run's progress (`progress`), then edited as it changes, never twice within the
+ * posted once the reply has 40 characters or has been under way for a second and more of it is
+ * still coming (`partial`: a reply that arrives in one piece is posted as the reply, never
+ * previewed), or at once with the run's progress (`progress`), then edited as it changes, never twice within the
  * connector's `minIntervalMs`. The edits follow the model's text: one is made when text arrives
  * and the interval since the last has passed, and none waits on a timer of its own (text that
  * arrives in between shows with the next edit, or with the reply). The preview's id is kept in
@@ -34,6 +35,8 @@ const realClock: PreviewClock = {
 export class ReplyPreview {
   private latest = "";
   private shown = "";
+  /** Texts offered: the first piece of a reply alone never posts a preview. */
+  private offers = 0;
   private startedAt: number | undefined;
   private lastCallAt = Number.NEGATIVE_INFINITY;
   private inFlight: Promise<void> | undefined;
@@ -63,6 +66,7 @@ export class ReplyPreview {
 
   private offer(text: string): void {
     if (this.stopped || !text.trim()) return;
+    this.offers++;
     this.latest = text;
     this.startedAt ??= this.clock.now();
     this.pump();
@@ -74,8 +78,8 @@ export class ReplyPreview {
     const early =
       this.messageId === undefined &&
       this.port.mode === "partial" &&
-      this.latest.length < FIRST_PREVIEW_CHARS &&
-      now - (this.startedAt ?? now) < FIRST_PREVIEW_MS;
+      (this.offers < 2 ||
+        (this.latest.length < FIRST_PREVIEW_CHARS && now - (this.startedAt ?? now) < FIRST_PREVIEW_MS));
     if (early || now - this.lastCallAt < this.port.minIntervalMs) return;
     this.lastCallAt = now;
     this.calls++;

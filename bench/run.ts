@@ -1757,7 +1757,7 @@ async function phaseConnectorPaths(): Promise<void> {
       "13",
       "streamed reply (partial) vs the same bot not streaming",
       `${streaming.toFixed(3)}×`,
-      `telegram ${result.cpu.telegram.toFixed(2)} ms ÷ telegram-plain ${result.cpu["telegram-plain"].toFixed(2)} ms; preview calls (post + edits, the reply's own edit included) ${result.previewCallsPerMessage.toFixed(2)} per message, counted apart; no D1 statement added (test/integration/streaming.test.ts)`,
+      `telegram ${result.cpu.telegram.toFixed(2)} ms ÷ telegram-plain ${result.cpu["telegram-plain"].toFixed(2)} ms; Telegram calls per message (the reply, its preview and edits) ${result.previewCallsPerMessage.toFixed(2)}, counted apart; no D1 statement added (test/integration/streaming.test.ts)`,
     );
     bars.push({
       name: "streaming (partial) adds ≤ 10% CPU per message",

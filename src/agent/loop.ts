@@ -16,7 +16,6 @@ import {
   generateText,
   type LanguageModel,
   type ModelMessage,
-  streamText,
   type Tool,
   type ToolSet,
   tool,
@@ -43,6 +42,7 @@ import {
 import { type MediaInputs, toModelMessages } from "./context";
 import { type CallTokens, costOf, type Price } from "./pricing";
 import { describeProviderError, type RetryPolicy, withRetries } from "./retry";
+import { streamingModel } from "./streamed-call";
 
 export interface AgentLoopInput {
   runId: string;
@@ -80,7 +80,7 @@ export interface AgentLoopInput {
   steering?: { waiting(): boolean; take(): TranscriptMessage[] };
   /**
    * Told the text of the model call under way as it grows (SPEC §22 streaming): given, each call
-   * is a streaming one. What is stored and how a call is retried are the same either way.
+   * is streamed from the provider. What is stored and how a call is retried are the same either way.
    */
   onText?: ((text: string) => void) | undefined;
   /** Told before each model call and each tool call starts (a `progress` preview shows it). */
@@ -250,29 +250,12 @@ function modelCallEnded(
 type ModelStep = Pick<Awaited<ReturnType<typeof generateText>>, "text" | "toolCalls" | "usage" | "response">;
 
 /**
- * One model call: `generateText`, or with `onText` the AI SDK's streaming call, whose text is
- * handed on as it grows and whose last step is the same result. A stream's error is thrown, as
- * `generateText` throws it, so retries see the provider's status.
+ * One model call: `generateText`; with `onText`, of the model streamed from the provider
+ * (streamed-call.ts), its text handed on as it grows and its result the same.
  */
-async function callModel(
-  input: AgentLoopInput,
-  options: Parameters<typeof generateText>[0] & Parameters<typeof streamText>[0],
-): Promise<ModelStep> {
+function callModel(input: AgentLoopInput, options: Parameters<typeof generateText>[0]): Promise<ModelStep> {
   const onText = input.onText;
-  if (!onText) return generateText(options);
-  const stream = streamText({ ...options, onError: () => {} });
-  let text = "";
-  for await (const part of stream.fullStream) {
-    if (part.type === "text-delta") {
-      text += part.text;
-      onText(text);
-    } else if (part.type === "error") {
-      throw part.error;
-    } else if (part.type === "abort") {
-      input.signal.throwIfAborted();
-    }
-  }
-  return stream.finalStep;
+  return generateText(onText ? { ...options, model: streamingModel(options.model, onText) } : options);
 }
 
 export async function runAgentLoop(input: AgentLoopInput): Promise<AgentLoopResult> {

@@ -15,6 +15,7 @@ import { pathToFileURL } from "node:url";
 import type { LocalServer, LocalServerOptions } from "../scripts/lib/local-server.ts";
 import { groupCpuSeconds } from "../scripts/lib/proc-cpu.ts";
 import { SIGNATURE_HEADER, signBody } from "../src/auth/signature.ts";
+import { startFakeModel } from "../test/e2e/support/fake-model.ts";
 import { startPlatformServer } from "../test/e2e/support/platform-server.ts";
 import {
   discordCommand,
@@ -52,24 +53,51 @@ export interface ConnectorBench {
   cpu: Record<PathName, number>;
   /** Telegram calls (posts and edits: previews and the reply) per streamed message. */
   previewCallsPerMessage: number;
+  /** The streamed-reply pair (a model that streams over HTTP): CPU per message, previews per message. */
+  model: { cpu: Record<ModelPath, number>; previewsPerMessage: number };
   blocks: number;
   block: number;
 }
 
-/** A bridge endpoint that accepts and counts deliveries (what a bridge connector does). */
+/**
+ * A bridge endpoint that accepts deliveries (what a bridge connector does), counting them by
+ * channel, and apart from them the previews of streamed replies.
+ */
 async function startBridge() {
-  let delivered = 0;
+  const delivered = new Map<string, number>();
+  const previews = new Map<string, number>();
   const server = createServer((req, res) => {
-    req.resume();
+    let raw = "";
+    req.on("data", (d: Buffer) => {
+      raw += d.toString();
+    });
     req.on("end", () => {
-      delivered++;
+      const body = JSON.parse(raw) as { channel: string; kind: string };
+      const counts = body.kind === "preview" ? previews : delivered;
+      counts.set(body.channel, (counts.get(body.channel) ?? 0) + 1);
       res.writeHead(200).end("ok");
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   const port = (server.address() as { port: number }).port;
-  return { url: `http://127.0.0.1:${port}/deliver`, delivered: () => delivered, close: () => server.close() };
+  return {
+    url: `http://127.0.0.1:${port}/deliver`,
+    delivered: (channel: string) => delivered.get(channel) ?? 0,
+    previews: (channel: string) => previews.get(channel) ?? 0,
+    close: () => server.close(),
+  };
 }
+
+/**
+ * The streamed-reply pair: two bridges whose agent's model streams its answer over HTTP (a fake
+ * on 127.0.0.1, MODEL_PIECES pieces MODEL_PIECE_MS apart), one with streaming off and one with
+ * `partial` (previews POSTed, at most one per 250 ms), sent PEERS messages at a time.
+ */
+export const MODEL_PATHS = ["model-plain", "model-streamed"] as const;
+type ModelPath = (typeof MODEL_PATHS)[number];
+const MODEL_PIECES = 10;
+const MODEL_PIECE_MS = 60;
+const MODEL_REPLY = Array.from({ length: 40 }, (_, i) => `word${i}`).join(" ");
 
 export async function benchConnectorPaths(opts: {
   start: (o: LocalServerOptions) => Promise<LocalServer>;
@@ -88,13 +116,29 @@ export async function benchConnectorPaths(opts: {
     "/graph": whatsapp,
   });
   const bridge = await startBridge();
+  const model = await startFakeModel();
+  model.setFallback({ text: MODEL_REPLY, stream: { pieces: MODEL_PIECES, delayMs: MODEL_PIECE_MS } });
   const server = await opts.start({
     persistTo: opts.persistTo,
     vars: SECRETS,
     config: {
       session: { dmScope: "per-channel-peer", queue: { cap: 1000 } },
+      models: { providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } } },
+      agents: {
+        list: [
+          { id: "main", default: true },
+          { id: "writer", model: "fake/streaming" },
+        ],
+      },
+      bindings: MODEL_PATHS.map((channel) => ({ agentId: "writer", match: { channel } })),
       connectors: {
         bridge: { deliverUrl: bridge.url, secretEnv: "BRIDGE_SECRET" },
+        "model-plain": { deliverUrl: bridge.url, secretEnv: "BRIDGE_SECRET" },
+        "model-streamed": {
+          deliverUrl: bridge.url,
+          secretEnv: "BRIDGE_SECRET",
+          streaming: { mode: "partial" },
+        },
         ...platformConnectors((p) => platforms.base(p === "whatsapp" ? "/graph" : `/${p}`)),
         "telegram-plain": {
           ...telegramBot(platforms.base("/telegram")),
@@ -110,15 +154,20 @@ export async function benchConnectorPaths(opts: {
 
   let n = 0;
   /** One signed webhook request of a path, from peer `peer`, and where it goes. */
-  const request = async (p: PathName, peer: number): Promise<{ path: string; req: SignedRequest }> => {
+  const request = async (
+    p: PathName | ModelPath,
+    peer: number,
+  ): Promise<{ path: string; req: SignedRequest }> => {
     const id = ++n;
     // Long enough (with the echo model's "echo: ") for a streamed reply to be previewed.
     const text = `hi ${id}, what will the weather be like this week?`;
     switch (p) {
-      case "bridge": {
+      case "bridge":
+      case "model-plain":
+      case "model-streamed": {
         const body = JSON.stringify({ messageId: `b-${id}`, chatType: "direct", from: `peer-${peer}`, text });
         return {
-          path: "/hooks/inbound/bridge",
+          path: `/hooks/inbound/${p}`,
           req: {
             headers: {
               "content-type": "application/json",
@@ -177,21 +226,23 @@ export async function benchConnectorPaths(opts: {
     ).length;
   const telegramReplies = (from: number) =>
     [...telegram.messages.values()].filter((m) => chatIn(m.chat, from) && m.text.endsWith("?")).length;
-  const delivered: Record<PathName, () => number> = {
-    bridge: bridge.delivered,
+  const delivered: Record<PathName | ModelPath, () => number> = {
+    bridge: () => bridge.delivered("bridge"),
+    "model-plain": () => bridge.delivered("model-plain"),
+    "model-streamed": () => bridge.delivered("model-streamed"),
     telegram: () => telegramReplies(100),
     "telegram-plain": () => telegramReplies(200),
     slack: () => slack.posted().length,
     discord: () => discord.posted().length,
     whatsapp: () => whatsapp.posted().length,
   };
-  const send = async (p: PathName, peer: number) => {
+  const send = async (p: PathName | ModelPath, peer: number) => {
     const { path, req } = await request(p, peer);
     const res = await fetch(`${server.url}${path}`, { method: "POST", headers: req.headers, body: req.body });
     await res.text();
     if (res.status !== 200 && res.status !== 202) throw new Error(`${p}: ${path} answered ${res.status}`);
   };
-  const until = async (p: PathName, target: number) => {
+  const until = async (p: PathName | ModelPath, target: number) => {
     const deadline = performance.now() + 60_000;
     while (delivered[p]() < target) {
       if (performance.now() > deadline)
@@ -200,12 +251,16 @@ export async function benchConnectorPaths(opts: {
     }
   };
 
-  const cpuMs = Object.fromEntries(PATHS.map((p) => [p, 0])) as Record<PathName, number>;
+  const cpuMs = Object.fromEntries([...PATHS, ...MODEL_PATHS].map((p) => [p, 0])) as Record<
+    PathName | ModelPath,
+    number
+  >;
   let streamed = 0;
   let previewCalls = 0;
+  let previews = 0;
   try {
     // Warm-up: every path's sessions exist, and the JIT has seen each path.
-    for (const p of PATHS) {
+    for (const p of [...PATHS, ...MODEL_PATHS]) {
       const target = delivered[p]() + PEERS * 2;
       for (let i = 0; i < PEERS * 2; i++) await send(p, i % PEERS);
       await until(p, target);
@@ -225,17 +280,37 @@ export async function benchConnectorPaths(opts: {
           previewCalls += telegramCalls(100) - calls0;
         }
       }
+      // The streamed-reply pair: a wave of one message to each peer at a time (each answer takes
+      // the model's MODEL_PIECES × MODEL_PIECE_MS).
+      for (const p of r % 2 ? [...MODEL_PATHS].reverse() : MODEL_PATHS) {
+        const target = delivered[p]() + block;
+        const previews0 = bridge.previews("model-streamed");
+        const cpu0 = groupCpuSeconds(server.pid, "workerd");
+        for (let sent = 0; sent < block; sent += PEERS) {
+          const wave = Math.min(PEERS, block - sent);
+          await Promise.all(Array.from({ length: wave }, (_, i) => send(p, i)));
+          await until(p, target - block + sent + wave);
+        }
+        await until(p, target);
+        cpuMs[p] += (groupCpuSeconds(server.pid, "workerd") - cpu0) * 1000;
+        previews += bridge.previews("model-streamed") - previews0;
+      }
       opts.log(`connector paths: round ${r + 1}/${rounds} done`);
     }
   } finally {
     await server.stop();
     await platforms.close();
+    await model.close();
     bridge.close();
   }
   const total = rounds * block;
   return {
     cpu: Object.fromEntries(PATHS.map((p) => [p, cpuMs[p] / total])) as Record<PathName, number>,
     previewCallsPerMessage: streamed ? previewCalls / streamed : 0,
+    model: {
+      cpu: Object.fromEntries(MODEL_PATHS.map((p) => [p, cpuMs[p] / total])) as Record<ModelPath, number>,
+      previewsPerMessage: previews / total,
+    },
     blocks: rounds,
     block,
   };
@@ -257,7 +332,10 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   for (const p of PATHS)
     console.log(`| ${p} | ${result.cpu[p].toFixed(2)} ms | ${(result.cpu[p] / bridgeCpu).toFixed(2)} |`);
   console.log(
-    `\nstreaming (telegram ÷ telegram-plain): ${(result.cpu.telegram / result.cpu["telegram-plain"]).toFixed(3)}×, ${result.previewCallsPerMessage.toFixed(2)} Telegram calls (reply, previews, edits) per message`,
+    `\nstreamed replies from a model streaming over HTTP: model-streamed ${result.model.cpu["model-streamed"].toFixed(2)} ms ÷ model-plain ${result.model.cpu["model-plain"].toFixed(2)} ms = ${(result.model.cpu["model-streamed"] / result.model.cpu["model-plain"]).toFixed(3)}×, ${result.model.previewsPerMessage.toFixed(2)} previews per message`,
+  );
+  console.log(
+    `streaming (telegram ÷ telegram-plain): ${(result.cpu.telegram / result.cpu["telegram-plain"]).toFixed(3)}×, ${result.previewCallsPerMessage.toFixed(2)} Telegram calls (reply, previews, edits) per message`,
   );
   const { rmSync } = await import("node:fs");
   rmSync(persistTo, { recursive: true, force: true });

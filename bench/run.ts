@@ -1759,6 +1759,17 @@ async function phaseConnectorPaths(): Promise<void> {
       `${streaming.toFixed(3)}×`,
       `telegram ${result.cpu.telegram.toFixed(2)} ms ÷ telegram-plain ${result.cpu["telegram-plain"].toFixed(2)} ms; Telegram calls per message (the reply, its preview and edits) ${result.previewCallsPerMessage.toFixed(2)}, counted apart; no D1 statement added (test/integration/streaming.test.ts)`,
     );
+    const m = result.model.cpu;
+    const perPreview =
+      result.model.previewsPerMessage > 0
+        ? (m["model-streamed"] - m["model-plain"]) / result.model.previewsPerMessage
+        : Number.NaN;
+    row(
+      "13",
+      "streamed reply from a model streaming over HTTP, previews on vs off (signed bridge)",
+      `${(m["model-streamed"] / m["model-plain"]).toFixed(3)}×`,
+      `model-streamed ${m["model-streamed"].toFixed(2)} ms ÷ model-plain ${m["model-plain"].toFixed(2)} ms; ${result.model.previewsPerMessage.toFixed(2)} preview POSTs per message, about ${perPreview.toFixed(2)} ms each (counted apart from the message)`,
+    );
     bars.push({
       name: "streaming (partial) adds ≤ 10% CPU per message",
       rule: "workerd CPU per message (telegram, partial) ÷ (telegram-plain, off) ≤ 1.10",

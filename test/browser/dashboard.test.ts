@@ -7,12 +7,30 @@
  */
 import type { Browser, BrowserContext, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { directMessage, GATEWAY_TOKEN, type Gateway, waitFor } from "../e2e/support/gateway.ts";
+import {
+  connectorConfig,
+  directMessage,
+  GATEWAY_TOKEN,
+  type Gateway,
+  waitFor,
+} from "../e2e/support/gateway.ts";
+import { type PlatformServer, startPlatformServer } from "../e2e/support/platform-server.ts";
 import { startWorld, type World } from "../e2e/support/world.ts";
+import { fakeTelegram } from "../support/platform-fakes.ts";
+import { telegramRequest, telegramUpdate } from "../support/platform-requests.ts";
+import { PLATFORM_SECRETS, telegramBot } from "../support/platform-world.ts";
 import { UI_PAGES as PAGES } from "../ui-pages.ts";
 import { chromiumPath, launchBrowser, newPage, PHONE, screenshot, visibleText } from "./support/browser.ts";
 
 const LONG_EXCHANGES = 27;
+/** A 2×2 PNG a Telegram user sends: its bytes are what the dashboard must show. */
+const PHOTO = Uint8Array.from(
+  atob(
+    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR42mP8zwAEjAwMDKAwjAwMDAAALv4C/g08tDEAAAAASUVORK5CYII=",
+  ),
+  (c) => c.charCodeAt(0),
+);
+const PHOTO_SENDER = 4242;
 
 /** What `usage.summary` answers (SPEC §21), as far as the Usage page's test reads it. */
 interface UsageFigures {
@@ -54,11 +72,16 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
   let page: Page;
   let aliceKey: string;
   let dead: Delivery;
+  let platform: PlatformServer;
+  const telegram = fakeTelegram(PLATFORM_SECRETS.TELEGRAM_BOT_TOKEN);
 
   const wait = (runId: string) => gw.call<{ status: string }>("agent.wait", { runId, timeoutMs: 60_000 });
   const url = (path: string) => `${gw.url}${path}`;
 
   beforeAll(async () => {
+    // A Telegram bot beside the bridge, whose photos are kept in R2 (SPEC §22).
+    platform = await startPlatformServer({ "/telegram": telegram });
+    telegram.files.set("photo-1", { data: PHOTO, mimeType: "image/png" });
     world = await startWorld({
       retry: { attempts: 1, baseDelayMs: 1 },
       agents: {
@@ -76,7 +99,13 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
         cron: {
           jobs: [{ id: "nightly-report", schedule: "0 3 * * *", message: "Write the nightly report" }],
         },
+        media: { r2: "MEDIA" },
       },
+      connectors: (bridge) => ({
+        ...connectorConfig(bridge),
+        photos: { ...telegramBot(platform.base("/telegram")), dmPolicy: "open" },
+      }),
+      vars: PLATFORM_SECRETS,
     });
     gw = world.gw;
 
@@ -132,6 +161,7 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
   afterAll(async () => {
     await browser?.close();
     await world?.dispose();
+    await platform?.close();
   });
 
   it("without login, every /ui page redirects to the login form", async () => {
@@ -201,6 +231,39 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
     await page.locator(".msg.compaction", { hasText: "Summary of the messages before" }).waitFor();
     expect(await visibleText(page.locator("dl.fields"))).toContain("alice-support");
     await screenshot(page, "session-desktop");
+  });
+
+  it("shows a photo a chat sent, kept in R2, in the transcript", async () => {
+    const update = telegramUpdate({ from: PHOTO_SENDER, text: "" }) as { message: Record<string, unknown> };
+    delete update.message.text;
+    update.message.caption = "our new logo";
+    update.message.photo = [{ file_id: "photo-1", file_size: PHOTO.byteLength, width: 2, height: 2 }];
+    const req = telegramRequest(update, PLATFORM_SECRETS.TELEGRAM_WEBHOOK_SECRET);
+    const res = await gw.fetch("/connectors/photos", {
+      method: "POST",
+      headers: req.headers,
+      body: req.body,
+    });
+    expect(res.status).toBe(200);
+    const key = `agent:main:photos:dm:${PHOTO_SENDER}`;
+    await waitFor(() => telegram.shown(String(PHOTO_SENDER)).length > 0, 60_000, {
+      what: "the photo's reply",
+    });
+    await page.goto(url(`/ui/session?key=${encodeURIComponent(key)}`));
+    const img = page.locator(".msg.user img");
+    await img.waitFor();
+    // Loaded from /ui/media/… with the browser's own session: decoded, 2×2, the bytes sent.
+    await waitFor(() => img.evaluate((i) => (i as HTMLImageElement).complete), 10_000, {
+      what: "the image loaded",
+    });
+    expect(await img.evaluate((i) => (i as HTMLImageElement).naturalWidth)).toBe(2);
+    const src = await img.getAttribute("src");
+    expect(src).toMatch(/^\/ui\/media\//);
+    const served = await page.request.get(url(src ?? ""));
+    expect(served.headers()["content-type"]).toBe("image/png");
+    expect(new Uint8Array(await served.body())).toEqual(PHOTO);
+    expect(await visibleText(page.locator(".msg.user").first())).toContain("our new logo");
+    await screenshot(page, "session-photo-desktop");
   });
 
   it("sends a message and the reply appears on the session page", async () => {

@@ -23,13 +23,18 @@ export interface WorldConfig {
   delivery: Record<string, unknown>;
   /** More top-level config sections (e.g. `cron`). */
   extra?: Record<string, unknown>;
+  /** The connectors, given the fake connector's URL (default: the bridge of `connectorConfig`). */
+  connectors?: (deliverUrl: string) => Record<string, unknown>;
+  /** Secrets and vars beside the gateway's own (a platform connector's). */
+  vars?: Record<string, string>;
 }
 
 export async function startWorld(cfg: WorldConfig): Promise<World> {
   const [connector, model] = await Promise.all([startFakeConnector(CONNECTOR_SECRET), startFakeModel()]);
   const gw = await startGateway({
+    ...(cfg.vars ? { vars: cfg.vars } : {}),
     config: {
-      connectors: connectorConfig(connector.url),
+      connectors: (cfg.connectors ?? connectorConfig)(connector.url),
       session: { dmScope: "per-channel-peer" },
       models: {
         providers: { fake: { api: "openai-compatible", baseUrl: model.baseUrl } },

@@ -23,13 +23,6 @@ import { UI_PAGES as PAGES } from "../ui-pages.ts";
 import { chromiumPath, launchBrowser, newPage, PHONE, screenshot, visibleText } from "./support/browser.ts";
 
 const LONG_EXCHANGES = 27;
-/** A 2×2 PNG a Telegram user sends: its bytes are what the dashboard must show. */
-const PHOTO = Uint8Array.from(
-  atob(
-    "iVBORw0KGgoAAAANSUhEUgAAAAIAAAACCAIAAAD91JpzAAAAFklEQVR42mP8zwAEjAwMDKAwjAwMDAAALv4C/g08tDEAAAAASUVORK5CYII=",
-  ),
-  (c) => c.charCodeAt(0),
-);
 const PHOTO_SENDER = 4242;
 
 /** What `usage.summary` answers (SPEC §21), as far as the Usage page's test reads it. */
@@ -81,7 +74,6 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
   beforeAll(async () => {
     // A Telegram bot beside the bridge, whose photos are kept in R2 (SPEC §22).
     platform = await startPlatformServer({ "/telegram": telegram });
-    telegram.files.set("photo-1", { data: PHOTO, mimeType: "image/png" });
     world = await startWorld({
       retry: { attempts: 1, baseDelayMs: 1 },
       agents: {
@@ -234,10 +226,28 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
   });
 
   it("shows a photo a chat sent, kept in R2, in the transcript", async () => {
+    // A 2×2 JPEG (Telegram's photos are JPEGs), made by the browser itself.
+    const photo = Uint8Array.from(
+      atob(
+        (
+          await page.evaluate(() => {
+            const canvas = document.createElement("canvas");
+            canvas.width = 2;
+            canvas.height = 2;
+            const g = canvas.getContext("2d") as CanvasRenderingContext2D;
+            g.fillStyle = "#c00";
+            g.fillRect(0, 0, 2, 2);
+            return canvas.toDataURL("image/jpeg");
+          })
+        ).split(",")[1] ?? "",
+      ),
+      (c) => c.charCodeAt(0),
+    );
+    telegram.files.set("photo-1", { data: photo, mimeType: "image/jpeg" });
     const update = telegramUpdate({ from: PHOTO_SENDER, text: "" }) as { message: Record<string, unknown> };
     delete update.message.text;
     update.message.caption = "our new logo";
-    update.message.photo = [{ file_id: "photo-1", file_size: PHOTO.byteLength, width: 2, height: 2 }];
+    update.message.photo = [{ file_id: "photo-1", file_size: photo.byteLength, width: 2, height: 2 }];
     const req = telegramRequest(update, PLATFORM_SECRETS.TELEGRAM_WEBHOOK_SECRET);
     const res = await gw.fetch("/connectors/photos", {
       method: "POST",
@@ -252,16 +262,18 @@ describe.skipIf(!chromiumPath)("operator dashboard in a browser", () => {
     await page.goto(url(`/ui/session?key=${encodeURIComponent(key)}`));
     const img = page.locator(".msg.user img");
     await img.waitFor();
-    // Loaded from /ui/media/… with the browser's own session: decoded, 2×2, the bytes sent.
+    await img.scrollIntoViewIfNeeded();
+    // Served from /ui/media/… with the browser's own session: the bytes sent, decoded at 2×2.
+    const src = await img.getAttribute("src");
+    expect(src).toMatch(/^\/ui\/media\//);
+    const served = await page.request.get(url(src ?? ""));
+    expect(served.status(), await served.text()).toBe(200);
+    expect(served.headers()["content-type"]).toBe("image/jpeg");
+    expect(new Uint8Array(await served.body())).toEqual(photo);
     await waitFor(() => img.evaluate((i) => (i as HTMLImageElement).complete), 10_000, {
       what: "the image loaded",
     });
     expect(await img.evaluate((i) => (i as HTMLImageElement).naturalWidth)).toBe(2);
-    const src = await img.getAttribute("src");
-    expect(src).toMatch(/^\/ui\/media\//);
-    const served = await page.request.get(url(src ?? ""));
-    expect(served.headers()["content-type"]).toBe("image/png");
-    expect(new Uint8Array(await served.body())).toEqual(PHOTO);
     expect(await visibleText(page.locator(".msg.user").first())).toContain("our new logo");
     await screenshot(page, "session-photo-desktop");
   });

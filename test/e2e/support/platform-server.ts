@@ -37,7 +37,8 @@ export async function startPlatformServer(fakes: Record<string, FakePlatform>): 
         out[k] = v;
       });
       res.writeHead(answer.status, out);
-      res.end(await answer.text());
+      // Bytes as the fake gave them (a file download is binary).
+      res.end(Buffer.from(await answer.arrayBuffer()));
     })().catch((error: unknown) => {
       res.writeHead(500).end(String(error));
     });

@@ -15,7 +15,6 @@ import {
 } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { app } from "../../src/http/app";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { streamedCompletion } from "../support/completion-stream";
@@ -38,7 +37,16 @@ import {
   platformConnectors,
   platformFakes,
 } from "../support/platform-world";
-import { actor, changeActorEnv, configText, drain, eventually, TOKEN } from "./support";
+import {
+  actor,
+  changeActorEnv,
+  configText,
+  drain,
+  eventually,
+  recorded,
+  signedInbound,
+  TOKEN,
+} from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const BASES = {
@@ -323,14 +331,7 @@ describe("media in", () => {
       text: "see attached",
       attachments: [{ url: "https://files.test/report.txt", mimeType: "text/plain", name: "report.txt" }],
     });
-    const res = await call("/hooks/inbound/bridge", {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [SIGNATURE_HEADER]: await signBody("test-connector-secret", raw),
-      },
-      body: raw,
-    });
+    const res = await call("/hooks/inbound/bridge", await signedInbound(raw));
     expect(res.status).toBe(202);
     await eventually(async () => completions.length === 1);
     await drain(key);
@@ -530,14 +531,7 @@ describe("media in", () => {
         },
       ],
     });
-    const res = await call("/hooks/inbound/bridge", {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [SIGNATURE_HEADER]: await signBody("test-connector-secret", raw),
-      },
-      body: raw,
-    });
+    const res = await call("/hooks/inbound/bridge", await signedInbound(raw));
     expect(res.status).toBeLessThan(300);
     const tooLarge = (name: string) => (t: string) => t.startsWith(`⚠️ "${name}" is too large`);
     await eventually(
@@ -558,16 +552,7 @@ describe("media in", () => {
     telegram.files.set("photo-ops", { data: jpeg, mimeType: "image/jpeg" });
     const ops: string[] = [];
     const bucket = env.MEDIA;
-    const counting = new Proxy(bucket, {
-      get(target, prop, receiver) {
-        const value = Reflect.get(target, prop, receiver);
-        if (typeof value !== "function") return value;
-        return (...args: unknown[]) => {
-          ops.push(String(prop));
-          return (value as (...a: unknown[]) => unknown).apply(target, args);
-        };
-      },
-    });
+    const counting = recorded(bucket, (method) => ops.push(method));
     const key = "agent:main:telegram:dm:5199";
     await changeActorEnv(key, { config: CONFIG, vars: { ...VARS, MEDIA: counting } });
     const update = telegramUpdate({ from: 5199, text: "" }) as { message: Record<string, unknown> };

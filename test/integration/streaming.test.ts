@@ -32,7 +32,7 @@ import {
   telegramUpdate,
 } from "../support/platform-requests";
 import { APP_ID, PLATFORM_SECRETS, platformConnectors, platformFakes } from "../support/platform-world";
-import { actor, changeActorEnv, configText, drain, eventually } from "./support";
+import { actor, changeActorEnv, configText, drain, eventually, recorded, signedInbound } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const BASES = {
@@ -295,14 +295,7 @@ describe("streamed replies", () => {
       from: "alice",
       text: "tell me a story",
     });
-    const res = await call("/hooks/inbound/bridge", {
-      method: "POST",
-      headers: {
-        "content-type": "application/json",
-        [SIGNATURE_HEADER]: await signBody("test-connector-secret", raw),
-      },
-      body: raw,
-    });
+    const res = await call("/hooks/inbound/bridge", await signedInbound(raw));
     expect(res.status).toBe(202);
     await eventually(async () => bridgePosts.some((p) => p.body.kind === "reply"), 15_000);
     await drain(key);
@@ -320,21 +313,9 @@ describe("streamed replies", () => {
     const counting = () => {
       const seen: string[] = [];
       const wrap = (db: D1Database) =>
-        new Proxy(db, {
-          get(target, prop, receiver) {
-            if (prop === "batch")
-              return (stmts: D1PreparedStatement[]) => {
-                seen.push(`batch of ${stmts.length}`);
-                return target.batch(stmts);
-              };
-            if (prop === "prepare")
-              return (sql: string) => {
-                seen.push(sql);
-                return target.prepare(sql);
-              };
-            const value = Reflect.get(target, prop, receiver);
-            return typeof value === "function" ? value.bind(target) : value;
-          },
+        recorded(db, (method, args) => {
+          if (method === "batch") seen.push(`batch of ${(args[0] as unknown[]).length}`);
+          if (method === "prepare") seen.push(String(args[0]));
         });
       return { seen, wrap };
     };

@@ -87,6 +87,29 @@ export async function inbound(channel: string, body: unknown, opts: { secret?: s
   });
 }
 
+/** A signed inbound POST's init (for a test that sends it to an app with its own env). */
+export async function signedInbound(raw: string, secret = SECRET): Promise<RequestInit> {
+  return {
+    method: "POST",
+    headers: { "content-type": "application/json", [SIGNATURE_HEADER]: await signBody(secret, raw) },
+    body: raw,
+  };
+}
+
+/** `target`, each call of its methods recorded (by name) before it is made. */
+export function recorded<T extends object>(target: T, record: (method: string, args: unknown[]) => void): T {
+  return new Proxy(target, {
+    get(t, prop, receiver) {
+      const value = Reflect.get(t, prop, receiver);
+      if (typeof value !== "function") return value;
+      return (...args: unknown[]) => {
+        record(String(prop), args);
+        return (value as (...a: unknown[]) => unknown).apply(t, args);
+      };
+    },
+  });
+}
+
 export async function rpc<T = Record<string, unknown>>(method: string, params: unknown = {}) {
   const res = await exports.default.fetch(`http://gw.test/rpc/${method}`, {
     method: "POST",

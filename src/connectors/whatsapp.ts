@@ -127,6 +127,14 @@ function headers(number: Number_, secrets: Secrets): Record<string, string> {
   };
 }
 
+/** What the Graph API says of a media id: its short-lived URL, MIME type and size. */
+function mediaInfo(ref: string, number: Number_, secrets: Secrets) {
+  return callApi(`${number.apiBaseUrl.replace(/\/+$/, "")}/${encodeURIComponent(ref)}`, {
+    method: "GET",
+    headers: headers(number, secrets),
+  });
+}
+
 function endpoint(number: Number_, path: string): string {
   return `${number.apiBaseUrl.replace(/\/+$/, "")}/${number.phoneNumberId}${path}`;
 }
@@ -220,12 +228,15 @@ export const whatsapp: PlatformConnector<WhatsAppConfig> = {
     );
   },
 
+  async fileSize(ref, number, secrets) {
+    const a = await mediaInfo(ref, number, secrets);
+    const size = isFailure(a) ? undefined : (a.json as { file_size?: unknown } | undefined)?.file_size;
+    return typeof size === "number" && size >= 0 ? size : undefined;
+  },
+
   async fileSource(ref, number, secrets) {
     // The media id answers a short-lived URL, downloaded with the same token.
-    const a = await callApi(`${number.apiBaseUrl.replace(/\/+$/, "")}/${encodeURIComponent(ref)}`, {
-      method: "GET",
-      headers: headers(number, secrets),
-    });
+    const a = await mediaInfo(ref, number, secrets);
     if (isFailure(a)) return { ok: false, error: `WhatsApp media: ${a.error}`, permanent: false };
     const r = (a.json ?? {}) as { url?: string } & GraphError;
     if (a.status >= 300 || !r.url)

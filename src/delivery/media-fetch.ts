@@ -51,6 +51,30 @@ async function sourceOf(
   return found.module.fileSource(ref.ref, found.account, found.secrets);
 }
 
+/**
+ * The size the platform gives a file its message did not size (connectors' `fileSize`), or
+ * undefined: not a platform that can tell, or it did not answer within SIZE_TIMEOUT_MS.
+ */
+export async function statedSize(
+  ref: string,
+  route: { channel: string; accountId: string },
+  config: Config,
+  env: Env,
+): Promise<number | undefined> {
+  const connector = ownEntry(config.connectors, route.channel);
+  if (!connector || connector.type === "webhook") return undefined;
+  const found = accountWith(connector, route.accountId, env);
+  const size = found?.module.fileSize;
+  if (!found || !size) return undefined;
+  return Promise.race([
+    size(ref, found.account, found.secrets).catch(() => undefined),
+    new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), SIZE_TIMEOUT_MS)),
+  ]);
+}
+
+/** How long the webhook waits for a platform to say a file's size (the run checks it anyway). */
+const SIZE_TIMEOUT_MS = 3_000;
+
 /** The file's bytes, read up to `maxBytes`. */
 export async function fetchMedia(
   ref: MediaRef,

@@ -11,6 +11,7 @@ import type { Config } from "../config/schema";
 import { type InboundMessage, mediaRefs, messageText } from "../connectors/inbound-message";
 import { countRefusal, isPaired, offerPairingCode } from "../db/pairing";
 import { type DeliveryPayload, postDelivery } from "../delivery/deliver";
+import { statedSize } from "../delivery/media-fetch";
 import { ApiError, actorError } from "../http/errors";
 import { selectAgentId } from "../keys/agent-binding";
 import { normalizeAccountId, normalizeAgentId } from "../keys/ids";
@@ -117,8 +118,14 @@ export async function acceptInbound(
   }
 
   // Files (SPEC §22): with a store, the run fetches them; one the platform says is past
-  // media.maxBytes gets a notice and no run. Without a store they are lines of the text.
+  // media.maxBytes gets a notice and no run (a platform whose message does not size its file is
+  // asked). Without a store they are lines of the text.
   const media = config.media.r2 ? mediaRefs(msg) : [];
+  for (const m of media)
+    if (m.ref && m.bytes === undefined) {
+      const bytes = await statedSize(m.ref, { channel, accountId }, config, env);
+      if (bytes !== undefined) m.bytes = bytes;
+    }
   const tooLarge = media.find((m) => m.bytes !== undefined && m.bytes > config.media.maxBytes);
   if (tooLarge) {
     const to = target.postTo ?? (msg.chatType === "direct" ? msg.from : (msg.groupId ?? msg.from));

@@ -467,9 +467,11 @@ describe("media in", () => {
     const fetched = whatsapp.calls.filter(
       (c) => c.path === "/wa-img-1" || c.path === "/media-download/wa-img-1",
     );
-    expect(fetched.map((c) => c.headers.authorization)).toEqual([
-      `Bearer ${VARS.WHATSAPP_ACCESS_TOKEN}`,
-      `Bearer ${VARS.WHATSAPP_ACCESS_TOKEN}`,
+    // Its size asked at the webhook, its URL by the run, then the download: each with the token.
+    expect(fetched.map((c) => [c.path, c.headers.authorization])).toEqual([
+      ["/wa-img-1", `Bearer ${VARS.WHATSAPP_ACCESS_TOKEN}`],
+      ["/wa-img-1", `Bearer ${VARS.WHATSAPP_ACCESS_TOKEN}`],
+      ["/media-download/wa-img-1", `Bearer ${VARS.WHATSAPP_ACCESS_TOKEN}`],
     ]);
 
     const voice = whatsappNotification({
@@ -485,12 +487,22 @@ describe("media in", () => {
     expect(whatsapp.shown().filter((t) => t.includes("only text"))).toEqual([]);
   });
 
-  it("a Slack file, a Discord attachment and a bridge attachment past media.maxBytes get one notice and no run", async () => {
+  it("a Slack file, a Discord attachment, a WhatsApp document and a bridge attachment past media.maxBytes get one notice and no run", async () => {
     const slackKey = "agent:main:slack:dm:u0big";
     const discordKey = "agent:main:discord:dm:1600000000000000902";
     const bridgeKey = "agent:main:bridge:dm:bigfile";
-    for (const key of [slackKey, discordKey, bridgeKey])
+    const whatsappKey = "agent:main:whatsapp:dm:15550009090";
+    for (const key of [slackKey, discordKey, bridgeKey, whatsappKey])
       await changeActorEnv(key, { config: CONFIG, vars: VARS });
+    // WhatsApp's webhook does not size a file: the gateway asks the Graph API (GET /<media id>).
+    whatsapp.media.set("wa-huge", { data: new Uint8Array(MAX_BYTES + 1), mimeType: "application/pdf" });
+    const document = whatsappNotification({
+      phoneNumberId: PHONE,
+      from: "15550009090",
+      type: "document",
+      media: { id: "wa-huge", mime_type: "application/pdf", filename: "huge.pdf" },
+    });
+    await post("/connectors/whatsapp", await whatsappRequest(document, VARS.WHATSAPP_APP_SECRET));
     const event = slackEvent({ user: "U0BIG", channel: "D0BIG", text: "" }) as {
       event: Record<string, unknown>;
     };
@@ -538,8 +550,11 @@ describe("media in", () => {
       async () =>
         slack.shown().some(tooLarge("huge.zip")) &&
         discord.shown().some(tooLarge("huge.mov")) &&
+        whatsapp.shown().some(tooLarge("huge.pdf")) &&
         bridged.some((b) => tooLarge("huge.bin")(String(b.text))),
     );
+    expect(whatsapp.shown().filter(tooLarge("huge.pdf"))).toHaveLength(1);
+    expect(whatsapp.calls.some((c) => c.path.startsWith("/media-download/"))).toBe(false);
     expect(slack.shown().filter(tooLarge("huge.zip"))).toHaveLength(1);
     expect(discord.shown().filter(tooLarge("huge.mov"))).toHaveLength(1);
     expect(bridged.filter((b) => tooLarge("huge.bin")(String(b.text)))).toHaveLength(1);

@@ -384,7 +384,7 @@ export const discord: PlatformConnector<DiscordConfig> = {
       if (!context || Date.now() - context.at >= TOKEN_LIFETIME_MS)
         return { ok: false, error: "a Discord preview needs a live interaction" };
       const a = await callApi(
-        `${base(app)}/webhooks/${app.applicationId}/${context.token}/messages/@original`,
+        `${base(app)}/webhooks/${app.applicationId}/${context.token}/messages/${ORIGINAL}`,
         {
           method: "PATCH",
           headers: { "content-type": "application/json" },
@@ -400,7 +400,7 @@ export const discord: PlatformConnector<DiscordConfig> = {
       const context = contextOf(target.replyContext);
       if (!context) return false;
       const a = await callApi(
-        `${base(app)}/webhooks/${app.applicationId}/${context.token}/messages/@original`,
+        `${base(app)}/webhooks/${app.applicationId}/${context.token}/messages/${ORIGINAL}`,
         {
           method: "DELETE",
         },

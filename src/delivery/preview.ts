@@ -66,7 +66,7 @@ export function previewPort(
           sessionKey,
           channel: route.channel,
           accountId: route.accountId,
-          to: route.to,
+          to: route.postTo ?? route.to,
           ...(route.threadId ? { threadId: route.threadId } : {}),
           text,
         });

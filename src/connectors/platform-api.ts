@@ -21,10 +21,14 @@ export type Failure = Extract<SendResult, { ok: false }>;
 /** A failure of one call, before postParts says how many parts went out. */
 export type PartFailure = Omit<Failure, "partsSent">;
 
-/** Calls the platform; a network failure or timeout is a retryable failure. */
-export async function callApi(url: string, init: RequestInit): Promise<ApiAnswer | PartFailure> {
+/** Calls the platform (giving up after `timeoutMs`); a network failure or timeout is a retryable failure. */
+export async function callApi(
+  url: string,
+  init: RequestInit,
+  timeoutMs = API_TIMEOUT_MS,
+): Promise<ApiAnswer | PartFailure> {
   try {
-    const res = await fetch(url, { ...init, signal: AbortSignal.timeout(API_TIMEOUT_MS) });
+    const res = await fetch(url, { ...init, signal: AbortSignal.timeout(timeoutMs) });
     const text = await res.text();
     let json: unknown;
     try {

@@ -145,9 +145,15 @@ export interface PlatformConnector<C extends PlatformConnectorConfig = PlatformC
   fileSource?(ref: string, account: Account<C>, secrets: Secrets): Promise<FileSource>;
   /**
    * The size the platform gives a file whose message does not say it (WhatsApp's media id), so
-   * one past `media.maxBytes` is refused before a run; undefined when it cannot tell.
+   * one past `media.maxBytes` is refused before a run; undefined when it cannot tell within
+   * `timeoutMs` (the webhook's answer waits on it).
    */
-  fileSize?(ref: string, account: Account<C>, secrets: Secrets): Promise<number | undefined>;
+  fileSize?(
+    ref: string,
+    account: Account<C>,
+    secrets: Secrets,
+    timeoutMs: number,
+  ): Promise<number | undefined>;
   /** Previews of a reply being written (SPEC §22), where the platform can edit a message. */
   readonly preview?: PreviewApi<C>;
   /** Shows the chat that the agent is at work (Telegram's typing), where the platform has it. */

@@ -128,11 +128,12 @@ function headers(number: Number_, secrets: Secrets): Record<string, string> {
 }
 
 /** What the Graph API says of a media id: its short-lived URL, MIME type and size. */
-function mediaInfo(ref: string, number: Number_, secrets: Secrets) {
-  return callApi(`${number.apiBaseUrl.replace(/\/+$/, "")}/${encodeURIComponent(ref)}`, {
-    method: "GET",
-    headers: headers(number, secrets),
-  });
+function mediaInfo(ref: string, number: Number_, secrets: Secrets, timeoutMs?: number) {
+  return callApi(
+    `${number.apiBaseUrl.replace(/\/+$/, "")}/${encodeURIComponent(ref)}`,
+    { method: "GET", headers: headers(number, secrets) },
+    timeoutMs,
+  );
 }
 
 function endpoint(number: Number_, path: string): string {
@@ -228,8 +229,8 @@ export const whatsapp: PlatformConnector<WhatsAppConfig> = {
     );
   },
 
-  async fileSize(ref, number, secrets) {
-    const a = await mediaInfo(ref, number, secrets);
+  async fileSize(ref, number, secrets, timeoutMs) {
+    const a = await mediaInfo(ref, number, secrets, timeoutMs);
     const size = isFailure(a) ? undefined : (a.json as { file_size?: unknown } | undefined)?.file_size;
     return typeof size === "number" && size >= 0 ? size : undefined;
   },

@@ -66,10 +66,7 @@ export async function statedSize(
   const found = accountWith(connector, route.accountId, env);
   const size = found?.module.fileSize;
   if (!found || !size) return undefined;
-  return Promise.race([
-    size(ref, found.account, found.secrets).catch(() => undefined),
-    new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), SIZE_TIMEOUT_MS)),
-  ]);
+  return size(ref, found.account, found.secrets, SIZE_TIMEOUT_MS).catch(() => undefined);
 }
 
 /** How long the webhook waits for a platform to say a file's size (the run checks it anyway). */

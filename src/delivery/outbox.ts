@@ -111,10 +111,13 @@ export class DeliveryOutbox {
     return deliveryUnderPolicy(this.config().session.sendPolicy, deliveryId, out, route, entry, sessionKey);
   }
 
-  /** Adds the local retry row; adding the same delivery twice is a no-op. */
-  add(payload: DeliveryPayload): void {
+  /**
+   * Adds the local retry row, due at once or at `at` (a streamed reply keeping its chat's pace);
+   * adding the same delivery twice is a no-op.
+   */
+  add(payload: DeliveryPayload, at?: number): void {
     const now = Date.now();
-    this.insert(payload, now, now);
+    this.insert(payload, Math.max(now, at ?? now), now);
   }
 
   /**

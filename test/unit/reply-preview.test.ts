@@ -1,7 +1,7 @@
 /**
  * The pace of a reply's preview (SPEC §22 streaming, session/run/preview.ts) on a virtual clock:
  * a 30-second streamed answer makes at most one call per `minIntervalMs`, the first preview
- * waits for 40 characters or a second, `settle` waits out the interval before the reply's own
+ * waits for 40 characters or a second, `settle` puts the reply's own edit an interval after the last
  * edit, a resumed run edits the preview it had, and repeated failures end the previews.
  */
 import { describe, expect, it } from "vitest";
@@ -12,7 +12,6 @@ function world(opts: { mode?: "partial" | "progress"; minIntervalMs?: number; fa
   let now = 0;
   const calls: Array<{ at: number; text: string; messageId: string | undefined }> = [];
   const kept: string[] = [];
-  const slept: number[] = [];
   const port = {
     mode: opts.mode ?? ("partial" as const),
     minIntervalMs: opts.minIntervalMs ?? 1_000,
@@ -21,17 +20,10 @@ function world(opts: { mode?: "partial" | "progress"; minIntervalMs?: number; fa
       return opts.fail ? { ok: false, error: "refused" } : { ok: true, messageId: messageId ?? "m1" };
     },
   };
-  const clock = {
-    now: () => now,
-    sleep: async (ms: number) => {
-      slept.push(ms);
-      now += ms;
-    },
-  };
+  const clock = { now: () => now };
   return {
     calls,
     kept,
-    slept,
     advance: (ms: number) => {
       now += ms;
     },
@@ -54,7 +46,8 @@ describe("a reply's preview", () => {
       await flush();
       w.advance(50);
     }
-    expect(await p.settle()).toBe("m1");
+    const settled = await p.settle();
+    expect(settled?.messageId).toBe("m1");
     expect(w.kept).toEqual(["m1"]);
     expect(w.calls[0]?.messageId).toBeUndefined();
     expect(w.calls.slice(1).every((c) => c.messageId === "m1")).toBe(true);
@@ -63,8 +56,9 @@ describe("a reply's preview", () => {
     // About one a second over 30 seconds, never more.
     expect(w.calls.length).toBeGreaterThanOrEqual(28);
     expect(w.calls.length).toBeLessThanOrEqual(31);
-    // The reply's own edit comes a full interval after the last preview call.
-    expect(w.slept.length).toBeLessThanOrEqual(1);
+    // The reply's own edit is due a full interval after the last preview call, or now.
+    const last = w.calls.at(-1)?.at ?? 0;
+    expect(settled?.notBefore === undefined || settled.notBefore === last + 1_000).toBe(true);
   });
 
   it("the first preview waits for 40 characters, or for a second of a slow reply", async () => {
@@ -90,22 +84,21 @@ describe("a reply's preview", () => {
     expect(slow.calls.map((c) => c.text)).toEqual(["Hi, I"]);
   });
 
-  it("settle waits out the interval since the last call, so the reply's edit keeps the pace", async () => {
+  it("settle puts the reply's edit an interval after the last call, so it keeps the pace", async () => {
     const w = world({ minIntervalMs: 1_200 });
     const p = w.preview();
     p.text("x".repeat(30));
     p.text("x".repeat(50));
     await flush();
     w.advance(300);
-    expect(await p.settle()).toBe("m1");
-    expect(w.slept).toEqual([900]);
+    expect(await p.settle()).toEqual({ messageId: "m1", notBefore: 1_200 });
     // No call after settle.
     p.text("y".repeat(80));
     await flush();
     expect(w.calls).toHaveLength(1);
   });
 
-  it("settle does not wait when the preview shows the reply already (its edit changes nothing)", async () => {
+  it("the reply's edit need not wait when the preview shows the reply already (it changes nothing)", async () => {
     const w = world();
     const p = w.preview();
     const reply = "a reply that came in two pieces, long enough to preview";
@@ -113,8 +106,7 @@ describe("a reply's preview", () => {
     p.text(reply);
     await flush();
     expect(w.calls.map((c) => c.text)).toEqual([reply]);
-    expect(await p.settle(reply)).toBe("m1");
-    expect(w.slept).toEqual([]);
+    expect(await p.settle(reply)).toEqual({ messageId: "m1" });
   });
 
   it("a reply that arrives in one piece is never previewed: it is posted as the reply", async () => {
@@ -136,7 +128,7 @@ describe("a reply's preview", () => {
     expect(w.kept).toEqual([]);
   });
 
-  it("progress shows what the run does and ignores the text; no preview at all makes settle wait for nothing", async () => {
+  it("progress shows what the run does and ignores the text; without a preview settle has nothing to say", async () => {
     const w = world({ mode: "progress" });
     const p = w.preview();
     p.text("some reply text that is long enough to be previewed");
@@ -145,7 +137,6 @@ describe("a reply's preview", () => {
     expect(w.calls.map((c) => c.text)).toEqual(["Thinking…"]);
     const none = world();
     expect(await none.preview().settle()).toBeUndefined();
-    expect(none.slept).toEqual([]);
   });
 
   it("three failures in a row end the previews", async () => {

@@ -59,9 +59,9 @@
  *                                                                                        deliveries (records.ts)
  *   replied     its reply is handed to the outbox and      DO: outbox row (naming the    -
  *               attempted once (waited for at most         preview the reply edits or
- *               FIRST_ATTEMPT_WAIT_MS); it takes its       deletes)
- *               preview's place, and a run without a
- *               reply deletes its preview first
+ *               FIRST_ATTEMPT_WAIT_MS); it takes its       deletes, and when: due an
+ *               preview's place, and a run without a       interval after the last
+ *               reply deletes its preview first            preview call)
  *   continued   the flow's next step is handed on          the next step's own queue     (the next run's accept)
  *               (exchange round, announce, announcement)   (ids derive from the flow)
  *   done        the run leaves the queue                   DO: queue row removed with    - (its Analytics Engine
@@ -140,7 +140,7 @@ export interface LifecycleHost extends SessionStateHost {
   > &
     SessionStateHost["store"];
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
-  readonly outbox: Pick<DeliveryOutbox, "payload" | "addAndAttempt">;
+  readonly outbox: Pick<DeliveryOutbox, "payload" | "add" | "addAndAttempt">;
   readonly waiters: Pick<RunWaiters, "notify">;
   /** The run's inputs with their files fetched, kept and transcribed (run/media.ts). */
   fetchMedia(spec: QueuedRun, runId: string): Promise<RunInput[]>;
@@ -358,8 +358,15 @@ async function finalize(
       preview && payload.kind === "reply"
         ? { ...payload, preview: { messageId: preview.messageId, edit: preview.finalEdits } }
         : payload;
-    const first = await a.outbox.addAndAttempt(made, FIRST_ATTEMPT_WAIT_MS);
-    delivery = first?.status ?? "pending";
+    if (preview?.notBefore !== undefined && made !== payload && preview.notBefore > Date.now()) {
+      // The chat's pace: the reply's edit is due when the interval since the last preview is over.
+      a.outbox.add(made, preview.notBefore);
+      await a.schedule();
+      delivery = "pending";
+    } else {
+      const first = await a.outbox.addAndAttempt(made, FIRST_ATTEMPT_WAIT_MS);
+      delivery = first?.status ?? "pending";
+    }
   }
   // continued: the flow's next step, once the run is in D1.
   await a.continueFlows(row.run_id, spec, progress, outcome);

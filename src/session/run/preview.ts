@@ -8,7 +8,9 @@
  * arrives in between shows with the next edit, or with the reply). The preview's id is kept in
  * the run's checkpoint the moment it exists (`keep`), so a resumed run edits the same one and
  * its reply takes its place (delivery/deliver.ts) or deletes it (lifecycle.ts): a crash leaves
- * at most a stale preview, and the reply is still the outbox's one delivery.
+ * at most a stale preview, and the reply is still the outbox's one delivery. The reply keeps the
+ * chat's pace too: `settle` says when its edit may be made, and the outbox holds it until then
+ * (a due time of the actor's one alarm, not a wait of the run).
  *
  * A preview is best effort: a failed call is logged and the next change tries again; after
  * MAX_FAILURES in a row the run shows no more previews.
@@ -24,13 +26,9 @@ const MAX_FAILURES = 3;
 
 export interface PreviewClock {
   now(): number;
-  sleep(ms: number): Promise<void>;
 }
 
-const realClock: PreviewClock = {
-  now: () => Date.now(),
-  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
-};
+const realClock: PreviewClock = { now: () => Date.now() };
 
 export class ReplyPreview {
   private latest = "";
@@ -110,20 +108,21 @@ export class ReplyPreview {
   }
 
   /**
-   * Ends the previews: waits for the call under way, then, unless the preview shows `reply`
-   * already (the reply's edit changes nothing the chat sees), until the interval since that call
-   * has passed, so the reply's own edit keeps the chat's pace. Returns the preview's id, if any.
+   * Ends the previews: waits for the call under way. Returns the preview's id, if any, and when
+   * the reply's own edit may be made: the interval after the last call, so the chat's pace
+   * holds; undefined when the preview shows `reply` already (its edit changes nothing the chat
+   * sees) or the interval has passed.
    */
-  async settle(reply?: string): Promise<string | undefined> {
+  async settle(reply?: string): Promise<{ messageId: string; notBefore?: number } | undefined> {
     this.stopped = true;
     await this.inFlight;
+    if (this.messageId === undefined) return undefined;
     // A reply longer than one message is split: its first part changes what the preview shows.
     const whole = reply !== undefined && reply.length <= (this.port.maxChars ?? Number.POSITIVE_INFINITY);
     const current = whole && reply.trim() === this.shown.trim();
-    if (this.messageId !== undefined && !current) {
-      const wait = this.lastCallAt + this.port.minIntervalMs - this.clock.now();
-      if (wait > 0) await this.clock.sleep(Math.min(wait, this.port.minIntervalMs));
-    }
-    return this.messageId;
+    const notBefore = this.lastCallAt + this.port.minIntervalMs;
+    return !current && notBefore > this.clock.now()
+      ? { messageId: this.messageId, notBefore }
+      : { messageId: this.messageId };
   }
 }

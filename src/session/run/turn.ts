@@ -318,8 +318,13 @@ export async function runTurn(
     throw error;
   } finally {
     stopActivity?.();
-    // The preview's last edit has landed (and the platform's interval passed) before the reply.
-    await preview?.settle(reply);
+    // The preview's last edit has landed before the reply, and the reply's own edit waits out
+    // the platform's interval (the outbox holds it until then; saved with the run's end).
+    const settled = await preview?.settle(reply);
+    if (settled && progress.preview) {
+      if (settled.notBefore !== undefined) progress.preview.notBefore = settled.notBefore;
+      else delete progress.preview.notBefore;
+    }
     a.live.current = undefined;
   }
 }

@@ -93,7 +93,7 @@ export interface RunProgress {
    * The reply's preview on the chat (SPEC §22 streaming), from when it was posted: a resumed
    * run edits the same one, and its reply takes its place (or deletes it).
    */
-  preview?: { messageId: string; finalEdits: boolean };
+  preview?: { messageId: string; finalEdits: boolean; notBefore?: number };
 }
 
 /**
@@ -181,7 +181,7 @@ const RunProgressSchema: z.ZodType<RunProgress> = z.looseObject({
   inputsLeftOut: z.boolean().optional(),
   notes: z.array(str).optional(),
   inputs: z.array(RunInputSchema).optional(),
-  preview: z.strictObject({ messageId: str, finalEdits: z.boolean() }).optional(),
+  preview: z.strictObject({ messageId: str, finalEdits: z.boolean(), notBefore: num.optional() }).optional(),
 });
 
 const DeferredRecordSchema: z.ZodType<DeferredRecord> = z.looseObject({

@@ -27,6 +27,7 @@ import {
 } from "../support/platform-requests";
 import {
   APP_ID,
+  FAKE_BASES,
   PHONE,
   PLATFORM_SECRETS,
   platformConnectors,
@@ -47,12 +48,7 @@ import {
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
 const VARS = PLATFORM_SECRETS;
-const BASES = {
-  telegram: "https://telegram.test",
-  slack: "https://slack.test/api",
-  discord: "https://discord.test/api/v10",
-  whatsapp: "https://graph.test/v21.0",
-};
+const BASES = FAKE_BASES;
 const CONFIG = {
   ...TEST_CONFIG,
   session: { dmScope: "per-channel-peer" },

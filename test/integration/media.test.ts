@@ -7,15 +7,9 @@
  * deleted with its transcript takes its files along; a run
  * that crashes after its files were fetched does not fetch or transcribe them again.
  */
-import {
-  abortAllDurableObjects,
-  createExecutionContext,
-  runDurableObjectAlarm,
-  waitOnExecutionContext,
-} from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { app } from "../../src/http/app";
 import type { TranscriptMessage } from "../../src/transcript/message";
 import { streamedCompletion } from "../support/completion-stream";
 import type { fakeDiscord, fakeSlack, fakeTelegram, fakeWhatsApp } from "../support/platform-fakes";
@@ -32,6 +26,7 @@ import {
 } from "../support/platform-requests";
 import {
   APP_ID,
+  FAKE_BASES,
   PHONE,
   PLATFORM_SECRETS,
   platformConnectors,
@@ -39,6 +34,7 @@ import {
 } from "../support/platform-world";
 import {
   actor,
+  callApp,
   changeActorEnv,
   configText,
   drain,
@@ -49,12 +45,7 @@ import {
 } from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
-const BASES = {
-  telegram: "https://telegram.test",
-  slack: "https://slack.test/api",
-  discord: "https://discord.test/api/v10",
-  whatsapp: "https://graph.test/v21.0",
-};
+const BASES = FAKE_BASES;
 const MAX_BYTES = 4_000;
 const CONFIG = {
   ...TEST_CONFIG,
@@ -142,12 +133,7 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-async function call(path: string, init: RequestInit = {}) {
-  const ctx = createExecutionContext();
-  const res = await app.fetch(new Request(`http://gw.test${path}`, init), ENV, ctx);
-  await waitOnExecutionContext(ctx);
-  return res;
-}
+const call = (path: string, init: RequestInit = {}) => callApp(ENV, path, init);
 
 async function post(path: string, req: SignedRequest) {
   const res = await call(path, { method: "POST", headers: req.headers, body: req.body });

@@ -9,16 +9,10 @@
  * bridge that opted in gets signed preview POSTs under the reply's deliveryId. The pace of the
  * edits over a long stream is unit-tested on a virtual clock (test/unit/reply-preview.test.ts).
  */
-import {
-  abortAllDurableObjects,
-  createExecutionContext,
-  runDurableObjectAlarm,
-  waitOnExecutionContext,
-} from "cloudflare:test";
+import { abortAllDurableObjects, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
-import { app } from "../../src/http/app";
 import { RUN_FAILED_NOTICE } from "../../src/session/chat/posts";
 import { type StreamedAnswer, streamedCompletion } from "../support/completion-stream";
 import type { fakeDiscord, fakeSlack, fakeTelegram } from "../support/platform-fakes";
@@ -31,16 +25,26 @@ import {
   telegramRequest,
   telegramUpdate,
 } from "../support/platform-requests";
-import { APP_ID, PLATFORM_SECRETS, platformConnectors, platformFakes } from "../support/platform-world";
-import { actor, changeActorEnv, configText, drain, eventually, recorded, signedInbound } from "./support";
+import {
+  APP_ID,
+  FAKE_BASES,
+  PLATFORM_SECRETS,
+  platformConnectors,
+  platformFakes,
+} from "../support/platform-world";
+import {
+  actor,
+  callApp,
+  changeActorEnv,
+  configText,
+  drain,
+  eventually,
+  recorded,
+  signedInbound,
+} from "./support";
 
 const TEST_CONFIG = JSON.parse(env.SWITCHBOARD_CONFIG) as Record<string, unknown>;
-const BASES = {
-  telegram: "https://telegram.test",
-  slack: "https://slack.test/api",
-  discord: "https://discord.test/api/v10",
-  whatsapp: "https://graph.test/v21.0",
-};
+const BASES = FAKE_BASES;
 
 function configWith(telegramStreaming?: Record<string, unknown>) {
   const connectors = platformConnectors((p) => BASES[p]) as Record<string, Record<string, unknown>>;
@@ -135,12 +139,7 @@ afterEach(() => {
   vi.restoreAllMocks();
 });
 
-async function call(path: string, init: RequestInit, e: Env = ENV) {
-  const ctx = createExecutionContext();
-  const res = await app.fetch(new Request(`http://gw.test${path}`, init), e, ctx);
-  await waitOnExecutionContext(ctx);
-  return res;
-}
+const call = (path: string, init: RequestInit, e: Env = ENV) => callApp(e, path, init);
 
 async function post(path: string, req: SignedRequest, e: Env = ENV) {
   const res = await call(path, { method: "POST", headers: req.headers, body: req.body }, e);

@@ -3,11 +3,17 @@
  * D1 databases of the project's storage.d1 (a test's config keeps them, faults and counts wrap
  * each, reads span them).
  */
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import {
+  createExecutionContext,
+  runDurableObjectAlarm,
+  runInDurableObject,
+  waitOnExecutionContext,
+} from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { vi } from "vitest";
 import { SIGNATURE_HEADER, signBody } from "../../src/auth/signature";
 import { allDatabases, bindingOf, databaseNames, databaseOfKey } from "../../src/db/placement";
+import { app } from "../../src/http/app";
 import { setActorEnv } from "./actor-env";
 
 export const SECRET = "test-connector-secret";
@@ -85,6 +91,14 @@ export async function inbound(channel: string, body: unknown, opts: { secret?: s
     },
     body: raw,
   });
+}
+
+/** A request to the gateway's app with `env` (a test's own config), its waitUntil work awaited. */
+export async function callApp(env: Env, path: string, init: RequestInit = {}): Promise<Response> {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(new Request(`http://gw.test${path}`, init), env, ctx);
+  await waitOnExecutionContext(ctx);
+  return res;
 }
 
 /** A signed inbound POST's init (for a test that sends it to an app with its own env). */

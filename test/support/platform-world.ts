@@ -34,6 +34,14 @@ export function telegramBot(apiBaseUrl: string) {
   };
 }
 
+/** Where workerd tests put each platform's fake (behind their fetch spy). */
+export const FAKE_BASES = {
+  telegram: "https://telegram.test",
+  slack: "https://slack.test/api",
+  discord: "https://discord.test/api/v10",
+  whatsapp: "https://graph.test/v21.0",
+} as const;
+
 /** `connectors` entries for the four platforms, each API at `base(platform)`. */
 export function platformConnectors(
   base: (p: Platform) => string,

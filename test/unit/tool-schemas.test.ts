@@ -6,7 +6,7 @@ import type {
 } from "@ai-sdk/provider";
 import { generateText, type ToolSet, tool } from "ai";
 import { describe, expect, it } from "vitest";
-import { toolSet } from "../../src/agent/loop";
+import { toolSet } from "../../src/agent/tool-calls";
 import { allTools } from "../../src/tools/registry";
 
 // The agent loop hands the AI SDK tools whose JSON schema is converted once (src/agent/loop.ts).

@@ -21,8 +21,9 @@ import {
   summarize,
   type WindowUse,
 } from "../../agent/compaction";
-import { ProviderError, runAgentLoop, toolDefinitionTokens } from "../../agent/loop";
+import { ProviderError, runAgentLoop } from "../../agent/loop";
 import type { RetryPolicy } from "../../agent/retry";
+import { toolDefinitionTokens } from "../../agent/tool-calls";
 import type { AgentTool, ToolContext } from "../../tools/types";
 import type { TranscriptMessage } from "../../transcript/message";
 import { estimateMessageTokens, estimateTokens } from "../../transcript/tokens";

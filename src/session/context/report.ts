@@ -5,8 +5,9 @@
  * share of the model's window. `gatherContextReport` reads the actor's state; the text is made
  * by the pure `contextReportText`.
  */
-import { toolDefinitionTokens } from "../../agent/loop";
+
 import { ModelRefError, resolveModelRef } from "../../agent/models";
+import { toolDefinitionTokens } from "../../agent/tool-calls";
 import type { Config } from "../../config/schema";
 import type { SessionRow } from "../../db/queries";
 import { entryInitOf } from "../../runs/entry-init";

@@ -85,19 +85,14 @@
  * The actor starts the head at once when a run is admitted to an idle actor or the run before
  * it is done, and its alarm is the backstop (session/scheduler.ts).
  */
-import { emptyCheckpoint, runTimelineOf, runUsage } from "../../agent/checkpoint";
+import { emptyCheckpoint } from "../../agent/checkpoint";
 import type { Config } from "../../config/schema";
-import type { DeliveryOutbox } from "../../delivery/outbox";
-import type { DeliveryRoute, DeliveryState, RunInput, RunOutcome } from "../../runs/types";
-import { localDay } from "../../time/zones";
+import type { RunInput, RunOutcome } from "../../runs/types";
 import type { TranscriptMessage } from "../../transcript/message";
-import { outboundOf } from "../chat/posts";
-import { usageFooter } from "../chat/usage";
 import type { ActorRecords } from "../d1/records";
 import type { ActorStore } from "../storage/store";
 import { inputMessages } from "./admission";
-import { type UsageEvents, usageSubject } from "./analytics";
-import { budgetNoticeDue } from "./budget";
+import { type AttemptEnd, causeOf, type FinalizeHost, finalize, giveUp } from "./finalize";
 import { hasMedia } from "./media";
 import {
   MAX_RUN_ATTEMPTS,
@@ -112,15 +107,14 @@ import {
 import { accountRun, runRecordOf } from "./run-row";
 import { endState, noticeWatched, type SessionStateHost, yieldCalled } from "./session-state";
 import type { TurnSteps } from "./turn";
-import type { RunWaiters } from "./waiters";
 
 /**
- * What the run lifecycle uses of the actor: the queue and its checkpoints, the entry and the
- * run ids' outcomes, the records of a run, the outbox its reply goes to, its waiters; and the
- * modules it hands a run to: its turn (run/turn.ts), its tool notices, its flow's next step
- * (flows/handoff.ts).
+ * What the run lifecycle uses of the actor: what a run's end uses (finalize.ts: the outbox its
+ * reply goes to, its waiters, its flow's next step), and the queue and its checkpoints, the
+ * entry, the records of a run's start, and the modules it hands a run to: its turn
+ * (run/turn.ts), its files (run/media.ts), its tool notices.
  */
-export interface LifecycleHost extends SessionStateHost {
+export interface LifecycleHost extends SessionStateHost, FinalizeHost {
   readonly config: Config;
   readonly queue: Pick<
     RunQueue,
@@ -140,31 +134,20 @@ export interface LifecycleHost extends SessionStateHost {
   > &
     SessionStateHost["store"];
   readonly records: Pick<ActorRecords, "runStarted" | "runFinished" | "runsEnded">;
-  readonly outbox: Pick<DeliveryOutbox, "payload" | "add" | "addAndAttempt">;
-  readonly waiters: Pick<RunWaiters, "notify">;
   /** The run's inputs with their files fetched, kept and transcribed (run/media.ts). */
   fetchMedia(spec: QueuedRun, runId: string): Promise<RunInput[]>;
-  /** Where a run's end is reported as a usage data point (SPEC §21 Analytics Engine). */
-  readonly analytics: UsageEvents;
   turn(spec: QueuedRun, runId: string, progress: RunProgress, steps: TurnSteps): Promise<RunOutcome>;
-  /** Deletes a run's preview from its chat (best effort; SPEC §22). */
-  removePreview(route: DeliveryRoute, runId: string, sessionKey: string, messageId: string): Promise<void>;
   noticeTools(
     spec: QueuedRun,
     runId: string,
     produced: readonly TranscriptMessage[],
     appended: readonly TranscriptMessage[],
   ): Promise<void>;
-  continueFlows(runId: string, spec: QueuedRun, progress: RunProgress, outcome: RunOutcome): Promise<void>;
   /** Sets the alarm for what is due (a run's deadline, once it has started). */
   schedule(): Promise<void>;
 }
 
-/** What an attempt leaves the actor to do: remove its session (a sub-agent with cleanup "delete"). */
-export type AttemptEnd = "remove-session" | undefined;
-
-/** How long a run waits for its reply's first attempt before going on without its outcome. */
-export const FIRST_ATTEMPT_WAIT_MS = 1_000;
+export type { AttemptEnd };
 
 /**
  * Executes the queue head once, counted: a failed attempt is retried after a backoff, and a
@@ -194,11 +177,6 @@ export async function attemptHead(a: LifecycleHost, row: QueueRow): Promise<Atte
     a.queue.attemptFailed(row, cause, Date.now() + delay);
     return undefined;
   }
-}
-
-function causeOf(error: unknown): string {
-  const text = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
-  return text.split("\n")[0]?.slice(0, 500) ?? "unknown error";
 }
 
 /** queued → started → stepped… → ended, then on through `finalize`. */
@@ -280,166 +258,4 @@ async function recordStart(
     behind: a.config.session.writeBehind,
   });
   a.store.markHistory(spec.sessionId);
-}
-
-/**
- * ended → finalized → replied → continued → done. Nothing here is checkpointed: a finalize
- * re-entered after a restart writes its idempotent batch again, finds its reply's outbox row
- * (added once) and hands its flow on again (step ids derive from the flow).
- */
-async function finalize(
-  a: LifecycleHost,
-  row: QueueRow,
-  spec: QueuedRun,
-  progress: RunProgress,
-  outcome: RunOutcome,
-): Promise<AttemptEnd> {
-  const { req } = spec;
-  const entry = a.store.entry();
-  const usage = runUsage(progress.loop);
-  // A reached budget's notice: once per session and day.
-  const budget =
-    outcome.status === "budget_exceeded"
-      ? budgetNoticeDue(a.store, a.config.session.timezone, Date.now())
-      : undefined;
-  const post = budget?.due === false ? undefined : outboundOf(req, outcome);
-  // `/usage tokens|full`: the delivered reply carries the footer, the transcript does not.
-  const footer = post?.kind === "reply" ? usageFooter(entry?.usageMode, usage, entry?.model ?? null) : "";
-  const out = post && footer ? { ...post, text: `${post.text}\n\n${footer}` } : post;
-  const route = req.route ?? entry?.deliveryContext ?? undefined;
-  const payload =
-    out && route
-      ? a.outbox.payload(`${row.run_id}:${out.kind}`, out, route, entry, req.sessionKey)
-      : undefined;
-  // Blocked by send policy: the reply stays in the transcript, marked as not delivered.
-  const blocked = !payload && !!out && !!route;
-  // finalized: the run's inputs, steps and reply, its row as it ended and the entry it changed,
-  // in one batch, before the reply can reach the chat (SPEC §17 "Read your replies").
-  const stored = progress.stored ?? 0;
-  await a.records.runFinished({
-    run: runRecordOf(row.run_id, spec, row.enqueued_at),
-    messages: [
-      ...(progress.inputsLeftOut ? [] : inputMessages(row.run_id, progress.inputs ?? req.inputs)),
-      ...progress.loop.produced.slice(stored),
-    ],
-    end: {
-      status: outcome.status,
-      startedAt: outcome.startedAt ?? null,
-      endedAt: outcome.endedAt ?? null,
-      error: outcome.error ?? null,
-      reply: outcome.reply ?? null,
-      model: entry?.model ?? null,
-      usage,
-      timeline: runTimelineOf(progress.loop),
-      // false: blocked by send policy; null: the delivery's own row says (runs.get reads it).
-      delivered: blocked ? false : null,
-    },
-    ...(entry ? { entry } : {}),
-    usage: {
-      runId: row.run_id,
-      day: localDay(outcome.endedAt ?? Date.now(), a.config.session.timezone),
-      sessionKey: req.sessionKey,
-      ...usageSubject(entry, req.init.agentId),
-      model: entry?.model ?? null,
-      usage,
-    },
-  });
-  // replied: handed to the outbox (its row is the reply's durable record from here on) and
-  // attempted at once, waited for at most FIRST_ATTEMPT_WAIT_MS so that the run's waiters hear
-  // how it went; a slower connector is not waited for.
-  // The reply takes its preview's place (delivery/deliver.ts); anything else removes it first.
-  const preview = progress.preview;
-  if (preview && route && payload?.kind !== "reply")
-    await a.removePreview(route, row.run_id, req.sessionKey, preview.messageId);
-  let delivery: DeliveryState = blocked ? "blocked" : "none";
-  if (payload) {
-    budget?.mark();
-    const made =
-      preview && payload.kind === "reply"
-        ? { ...payload, preview: { messageId: preview.messageId, edit: preview.finalEdits } }
-        : payload;
-    if (preview?.notBefore !== undefined && made !== payload && preview.notBefore > Date.now()) {
-      // The chat's pace: the reply's edit is due when the interval since the last preview is over.
-      a.outbox.add(made, preview.notBefore);
-      await a.schedule();
-      delivery = "pending";
-    } else {
-      const first = await a.outbox.addAndAttempt(made, FIRST_ATTEMPT_WAIT_MS);
-      delivery = first?.status ?? "pending";
-    }
-  }
-  // continued: the flow's next step, once the run is in D1.
-  await a.continueFlows(row.run_id, spec, progress, outcome);
-  // done: the run leaves the queue in one synchronous step.
-  const finished: RunOutcome = { ...outcome, delivery };
-  a.queue.remove(row);
-  a.store.keepOutcome(finished, Date.now());
-  a.waiters.notify(finished);
-  // After the step that leaves the queue, so a finalize made again after a restart reports once.
-  a.analytics.runEnded(usageSubject(entry, req.init.agentId), {
-    status: outcome.status,
-    model: entry?.model ?? null,
-    ms: (outcome.endedAt ?? Date.now()) - (outcome.startedAt ?? row.enqueued_at),
-    usage,
-  });
-  // The announcement is recorded in the requester: the child can go.
-  return req.spawn?.phase === "announce" && req.spawn.cleanup === "delete" ? "remove-session" : undefined;
-}
-
-/**
- * Ends a run that cannot be executed: `error` with its cause, through the ordinary finalize
- * (the run's record, the chat's short notice, its waiters) when D1 takes it; when even that
- * fails, the run leaves the queue anyway with its outcome kept for waiters and the cause in
- * the logs, and its D1 row is ended if it can be.
- */
-async function giveUp(a: LifecycleHost, row: QueueRow, error: string): Promise<AttemptEnd> {
-  const now = Date.now();
-  let spec: QueuedRun | undefined;
-  let progress: RunProgress | undefined;
-  try {
-    spec = specOf(row);
-    progress = a.queue.progress(row);
-  } catch {
-    // Unreadable: the run ends with what is known.
-  }
-  const startedAt = progress?.startedAt;
-  const outcome: RunOutcome = { runId: row.run_id, status: "error", endedAt: now, error };
-  if (startedAt !== undefined) outcome.startedAt = startedAt;
-  const entry = a.store.entry();
-  if (entry && spec && entry.sessionId === spec.sessionId) {
-    const waiting = a.queue.rows().some((r) => r.state === "queued" && r.pos !== row.pos);
-    a.store.saveEntry({ ...entry, runStatus: waiting ? "queued" : "idle" });
-  }
-  if (spec) {
-    const ending: RunProgress = progress ?? { startedAt: startedAt ?? now, loop: emptyCheckpoint() };
-    ending.outcome ??= outcome;
-    // Twice: with the messages the run produced, then without them and its inputs (one of them
-    // may be what D1 refuses).
-    for (const skipUnstored of [false, true]) {
-      try {
-        if (skipUnstored) {
-          ending.stored = ending.loop.produced.length;
-          ending.inputsLeftOut = true;
-        }
-        a.queue.saveProgress(row, ending);
-        return await finalize(a, row, spec, ending, ending.outcome);
-      } catch (finalizeError) {
-        console.error(`run ${row.run_id}: could not be finalized: ${causeOf(finalizeError)}`);
-      }
-    }
-  }
-  a.queue.remove(row);
-  a.store.keepOutcome(outcome, now);
-  a.waiters.notify(outcome);
-  try {
-    const run = spec ? runRecordOf(row.run_id, spec, row.enqueued_at) : undefined;
-    if (run)
-      await a.records.runsEnded([
-        { ...run, status: "error", startedAt: startedAt ?? null, endedAt: now, error },
-      ]);
-  } catch (recordError) {
-    console.error(
-      `run ${row.run_id} ended (${error}); its D1 row could not be updated: ${causeOf(recordError)}`,
-    );
-  }
 }
